@@ -1,0 +1,194 @@
+"""Reference networks, a name registry, and safe loading of users' model files.
+
+Shadow models are trained "with the same design" as the target, so a design must be
+nameable: :func:`get_network` resolves our small networks and any class of
+``monai.networks.nets`` by name. :func:`load_model` never unpickles arbitrary
+objects: it reads TorchScript archives or state dicts with ``weights_only=True``.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import zipfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+__all__ = ["MLP", "NETWORKS", "SmallCNN", "UnsafeModelError", "get_network", "load_model"]
+
+
+class UnsafeModelError(ValueError):
+    """A model file needs arbitrary unpickling, which is refused."""
+
+
+class MLP(nn.Module):
+    """Flatten, then ``Linear -> ReLU`` per hidden layer, then a linear layer to logits.
+
+    Args:
+        in_shape: Shape of one input, e.g. ``(1, 8, 8)``.
+        num_classes: Number of output logits.
+        hidden: Widths of the hidden layers.
+    """
+
+    def __init__(
+        self, in_shape: Sequence[int], num_classes: int, hidden: Sequence[int] = (256,)
+    ) -> None:
+        super().__init__()
+        in_features = 1
+        for d in in_shape:
+            in_features *= int(d)
+        layers: list[nn.Module] = [nn.Flatten()]
+        for width in hidden:
+            layers += [nn.Linear(in_features, int(width)), nn.ReLU()]
+            in_features = int(width)
+        layers.append(nn.Linear(in_features, int(num_classes)))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+class SmallCNN(nn.Module):
+    """Two ``conv3x3 -> ReLU -> maxpool2`` blocks, global average pooling, linear head.
+
+    Padding keeps the spatial size through each convolution and pooling uses
+    ``ceil_mode``, so inputs as small as 8x8 (digits) work as well as 28x28 and 64x64.
+
+    Args:
+        in_channels: Input channels.
+        num_classes: Number of output logits.
+        channels: Output channels of the two convolution blocks.
+    """
+
+    def __init__(
+        self, in_channels: int, num_classes: int, channels: Sequence[int] = (32, 64)
+    ) -> None:
+        super().__init__()
+        blocks: list[nn.Module] = []
+        prev = int(in_channels)
+        for c in channels:
+            blocks += [
+                nn.Conv2d(prev, int(c), kernel_size=3, padding=1),
+                nn.ReLU(),
+                nn.MaxPool2d(2, ceil_mode=True),
+            ]
+            prev = int(c)
+        self.features = nn.Sequential(*blocks)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.head = nn.Linear(prev, int(num_classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.flatten(self.pool(self.features(x)), 1))
+
+
+#: Our networks by registry name.
+NETWORKS: dict[str, Callable[..., nn.Module]] = {"mlp": MLP, "small_cnn": SmallCNN}
+
+
+def get_network(name: str, **kwargs: Any) -> nn.Module:
+    """Build a network by name.
+
+    Our names (``"mlp"``, ``"small_cnn"``) come first; any other name is looked up in
+    ``monai.networks.nets``, e.g. ``get_network("DenseNet121", spatial_dims=2,
+    in_channels=1, out_channels=2)``.
+
+    Raises:
+        ValueError: The name is neither ours nor a ``monai.networks.nets`` class.
+    """
+    key = name.strip()
+    if key.lower() in NETWORKS:
+        return NETWORKS[key.lower()](**kwargs)
+    from monai.networks import nets
+
+    cls = getattr(nets, key, None)
+    if isinstance(cls, type) and issubclass(cls, nn.Module):
+        return cls(**kwargs)
+    raise ValueError(
+        f"unknown network {name!r}; use one of ours {sorted(NETWORKS)} or a class name "
+        "from monai.networks.nets (e.g. 'DenseNet121', 'ResNet', 'EfficientNetBN')"
+    )
+
+
+def load_model(
+    path: str | os.PathLike,
+    *,
+    network: str | None = None,
+    network_args: Mapping[str, Any] | None = None,
+    map_location: str | torch.device = "cpu",
+) -> nn.Module:
+    """Load a model file safely, in eval mode.
+
+    A TorchScript archive is loaded with ``torch.jit.load``. Anything else must be a
+    state dict (raw, or under a ``"state_dict"``/``"model"`` key) readable by
+    ``torch.load(weights_only=True)``; it is loaded into
+    ``get_network(network, **network_args)``.
+
+    Args:
+        path: The model file.
+        network: Registry name of the architecture (needed for state dicts).
+        network_args: Keyword arguments of the architecture.
+        map_location: Device the tensors are loaded onto.
+
+    Raises:
+        UnsafeModelError: The file holds pickled Python objects (refused for safety).
+        ValueError: A state dict was given without ``network``, or does not fit it.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"model file {path} does not exist")
+    if _is_torchscript(path):
+        model = torch.jit.load(str(path), map_location=map_location)
+        return model.eval()
+    state = _load_state_dict(path, map_location)
+    if network is None:
+        raise ValueError(
+            f"{path} is a state dict, which needs its architecture: pass network= "
+            "(CLI: --network, e.g. small_cnn or DenseNet121) and network_args= "
+            "(CLI: --network-args), or save the model as TorchScript"
+        )
+    model = get_network(network, **dict(network_args or {}))
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as err:
+        raise ValueError(
+            f"{path} does not fit network {network!r} with args {dict(network_args or {})}: {err}"
+        ) from err
+    return model.to(map_location).eval()
+
+
+def _is_torchscript(path: Path) -> bool:
+    """A TorchScript archive is a zip holding ``<name>/constants.pkl`` or ``code/``."""
+    if not zipfile.is_zipfile(path):
+        return False
+    with zipfile.ZipFile(path) as zf:
+        names = zf.namelist()
+    return any(n.endswith("/constants.pkl") or "/code/" in n for n in names)
+
+
+def _load_state_dict(path: Path, map_location: str | torch.device) -> Mapping[str, torch.Tensor]:
+    try:
+        obj = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as err:
+        raise UnsafeModelError(
+            f"{path} contains pickled Python objects, which are refused for safety "
+            "(loading them could run arbitrary code). Save the weights with "
+            "torch.save(model.state_dict(), path) or a TorchScript archive with "
+            f"torch.jit.save(torch.jit.script(model), path). Details: {err}"
+        ) from err
+    if isinstance(obj, Mapping):
+        for key in ("state_dict", "model"):
+            if isinstance(obj.get(key), Mapping):
+                obj = obj[key]
+                break
+    if not isinstance(obj, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in obj.items()
+    ):
+        raise ValueError(
+            f"{path} is not a state dict (name -> tensor), nor a dict holding one under "
+            "'state_dict' or 'model'; save model.state_dict() or a TorchScript archive"
+        )
+    return obj

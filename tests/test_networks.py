@@ -1,0 +1,106 @@
+"""Tests of monai_forget.networks: reference networks, registry, safe loading."""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+import pytest
+import torch
+
+from monai_forget.networks import MLP, SmallCNN, UnsafeModelError, get_network, load_model
+
+
+@pytest.mark.parametrize("size", [8, 28, 64])
+def test_small_cnn_shapes(size: int) -> None:
+    net = SmallCNN(1, 5)
+    assert net(torch.zeros(3, 1, size, size)).shape == (3, 5)
+
+
+def test_mlp_shapes() -> None:
+    net = MLP((1, 8, 8), 10, hidden=(32, 16))
+    assert net(torch.zeros(2, 1, 8, 8)).shape == (2, 10)
+    assert sum(isinstance(m, torch.nn.Linear) for m in net.modules()) == 3
+
+
+def test_get_network_ours_and_monai() -> None:
+    assert isinstance(get_network("small_cnn", in_channels=1, num_classes=2), SmallCNN)
+    assert isinstance(get_network("MLP", in_shape=(1, 4, 4), num_classes=2), MLP)
+    net = get_network("DenseNet121", spatial_dims=2, in_channels=1, out_channels=2)
+    assert type(net).__name__ == "DenseNet121"
+    with pytest.raises(ValueError, match=r"\['mlp', 'small_cnn'\].*monai.networks.nets"):
+        get_network("NoSuchNet")
+
+
+class _Evil(collections.OrderedDict):
+    """A dict subclass: plain pickling would import and build it."""
+
+
+class _Payload:
+    def __init__(self) -> None:
+        self.x = 1
+
+
+def _fixed_net() -> SmallCNN:
+    torch.manual_seed(0)
+    return SmallCNN(1, 3, channels=(4, 8))
+
+
+def test_load_state_dict_forms(tmp_path: Path) -> None:
+    net = _fixed_net()
+    x = torch.rand(2, 1, 8, 8)
+    args = {"in_channels": 1, "num_classes": 3, "channels": (4, 8)}
+    for i, obj in enumerate(
+        [net.state_dict(), {"state_dict": net.state_dict()}, {"model": net.state_dict()}]
+    ):
+        path = tmp_path / f"w{i}.pt"
+        torch.save(obj, path)
+        loaded = load_model(path, network="small_cnn", network_args=args)
+        assert not loaded.training
+        torch.testing.assert_close(loaded(x), net.eval()(x))
+
+
+def test_state_dict_needs_network(tmp_path: Path) -> None:
+    torch.save(_fixed_net().state_dict(), tmp_path / "w.pt")
+    with pytest.raises(ValueError, match="--network"):
+        load_model(tmp_path / "w.pt")
+    with pytest.raises(ValueError, match="does not fit"):
+        load_model(
+            tmp_path / "w.pt",
+            network="small_cnn",
+            network_args={"in_channels": 1, "num_classes": 7},
+        )
+
+
+def test_torchscript_loads(tmp_path: Path) -> None:
+    net = _fixed_net().eval()
+    torch.jit.save(torch.jit.script(net), tmp_path / "m.ts")
+    loaded = load_model(tmp_path / "m.ts")
+    assert not loaded.training
+    x = torch.rand(2, 1, 28, 28)
+    torch.testing.assert_close(loaded(x), net(x))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: _Evil(weight=torch.zeros(2)),
+        lambda: {"state_dict": {"w": torch.zeros(1)}, "extra": _Payload()},
+        lambda: _fixed_net(),  # a whole pickled module
+    ],
+)
+def test_unsafe_pickles_are_refused(tmp_path: Path, make) -> None:
+    path = tmp_path / "bad.pt"
+    torch.save(make(), path)
+    with pytest.raises(UnsafeModelError, match=r"pickled Python objects.*state_dict"):
+        load_model(path, network="small_cnn", network_args={"in_channels": 1, "num_classes": 3})
+
+
+def test_not_a_state_dict(tmp_path: Path) -> None:
+    torch.save([torch.zeros(1)], tmp_path / "list.pt")
+    with pytest.raises(ValueError, match="not a state dict"):
+        load_model(
+            tmp_path / "list.pt",
+            network="small_cnn",
+            network_args={"in_channels": 1, "num_classes": 3},
+        )
