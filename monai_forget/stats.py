@@ -195,8 +195,8 @@ def welch_ttest(a: object, b: object, alternative: Alternative = "two-sided") ->
 
     ``t = (mean_a - mean_b) / sqrt(s_a^2/n_a + s_b^2/n_b)``,
     ``df = (s_a^2/n_a + s_b^2/n_b)^2 / ((s_a^2/n_a)^2/(n_a-1) + (s_b^2/n_b)^2/(n_b-1))``.
-    The default two-sample test of EMA's Step 2 (Huang et al. 2021) compares the
-    membership vector with an all-ones vector, whose variance is 0; Welch then
+    EMA's Step 2 (Huang et al. 2021) compares the membership vector with an
+    all-ones vector, whose variance is 0; Welch then
     reduces to a one-sample test of the other sample (df = n - 1) and is
     well-defined. Matches ``scipy.stats.ttest_ind(a, b, equal_var=False)``.
 
@@ -272,8 +272,9 @@ def best_balanced_threshold(member_scores: object, nonmember_scores: object) -> 
     threshold (the most conservative rule). Scores must be oriented so that higher
     means more likely member (see :func:`monai_forget.scores.membership_scores`).
 
-    For a candidate t, ``TP = #{members >= t}`` and ``TN = #{non-members < t}``;
-    both are read off the sorted samples with one vectorised ``searchsorted``.
+    For a candidate t, ``TP = #{members >= t}`` and ``TN = #{non-members < t}``.
+    One sort of the pooled scores, then cumulative member/non-member counts read
+    at the first position of each distinct value, give both for every candidate.
 
     Args:
         member_scores: scores of samples the model was trained on (any shape, flattened).
@@ -286,14 +287,19 @@ def best_balanced_threshold(member_scores: object, nonmember_scores: object) -> 
         ValueError: an empty set, or NaN/inf scores.
     """
     members, nonmembers = _threshold_inputs(member_scores, nonmember_scores)
-    cand = _candidates(members, nonmembers)
-    members = np.sort(members)  # copies: never reorder the caller's arrays
-    nonmembers = np.sort(nonmembers)
-    # side="left" gives #{x < t}: non-members below t are true negatives,
-    # members at or above t are true positives.
-    tp = members.size - np.searchsorted(members, cand, side="left")
-    tn = np.searchsorted(nonmembers, cand, side="left")
-    ba = _balanced_accuracy(tp, tn, members.size, nonmembers.size)
+    n_m, n_n = members.size, nonmembers.size
+    pooled = np.concatenate([members, nonmembers])
+    order = np.argsort(pooled)  # order within ties is irrelevant: counts are read per group
+    values = pooled[order]
+    is_member = order < n_m
+    # Counts of members / non-members strictly before each sorted position.
+    below_m = np.concatenate([[0], np.cumsum(is_member)])
+    below_n = np.concatenate([[0], np.cumsum(~is_member)])
+    first = np.flatnonzero(np.concatenate([[True], values[1:] != values[:-1]]))
+    cand = np.append(values[first], np.inf)  # +inf: nothing is a member
+    tp = np.append(n_m - below_m[first], 0)  # members >= t
+    tn = np.append(below_n[first], n_n)  # non-members < t
+    ba = _balanced_accuracy(tp, tn, n_m, n_n)
     best = np.flatnonzero(ba == ba.max())[-1]  # candidates ascend: last = largest
     return ThresholdResult(float(cand[best]), float(ba[best]))
 

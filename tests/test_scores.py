@@ -68,7 +68,7 @@ def test_metrics_random_rows_match_plain_math():
     np.testing.assert_allclose(entropy(probs), [_hand_entropy(r) for r in probs], rtol=1e-12)
     np.testing.assert_allclose(
         modified_entropy(probs, labels),
-        [_hand_mentr(r, y) for r, y in zip(probs, labels)],
+        [_hand_mentr(r, y) for r, y in zip(probs, labels, strict=True)],
         rtol=1e-12,
     )
 

@@ -238,3 +238,10 @@ def test_kl_hand_worked_and_scipy():
     assert kl_divergence([1.0, 0.0], [0.0, 1.0]) == np.inf
     with pytest.raises(ValueError, match="non-negative"):
         kl_divergence([-0.1, 1.1], [0.5, 0.5])
+
+
+def test_threshold_equals_exhaustive_large_mixed():
+    rng = np.random.default_rng(7)
+    m = np.concatenate([rng.normal(0.3, 1, 1500), rng.integers(0, 3, 300).astype(float)])
+    nm = np.concatenate([rng.normal(0, 1, 700), rng.integers(0, 3, 500).astype(float)])
+    assert best_balanced_threshold(m, nm) == best_balanced_threshold_exhaustive(m, nm)
