@@ -35,7 +35,7 @@ def sample_hashes(data: LabelledImages) -> np.ndarray:
     images = np.ascontiguousarray(data.images, dtype=np.float32)
     shape_tag = repr(tuple(images.shape[1:])).encode()
     # One contiguous 2D byte view: each row is then a cheap slice, no per-row copy.
-    rows = images.reshape(len(images), -1).view(np.uint8)
+    rows = images.reshape(len(images), int(np.prod(images.shape[1:]))).view(np.uint8)
     out = np.empty(len(images), dtype="<U64")
     for i, row in enumerate(rows):
         h = hashlib.sha256(shape_tag)

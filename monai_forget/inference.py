@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -195,7 +196,7 @@ def _read_cache(path: Path, data: LabelledImages) -> Predictions | None:
     try:
         with np.load(path, allow_pickle=False) as npz:
             probs, labels = npz["probs"], npz["labels"]
-    except (OSError, KeyError, ValueError):
+    except (OSError, EOFError, KeyError, ValueError, zipfile.BadZipFile):
         return None
     if len(probs) != len(data) or not np.array_equal(labels, data.labels):
         return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import warnings
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -141,7 +142,10 @@ def load_model(
     if not path.is_file():
         raise FileNotFoundError(f"model file {path} does not exist")
     if _is_torchscript(path):
-        model = torch.jit.load(str(path), map_location=map_location)
+        with warnings.catch_warnings():
+            # Recent torch marks TorchScript deprecated; it is still the safe archive format.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            model = torch.jit.load(str(path), map_location=map_location)
         return model.eval()
     state = _load_state_dict(path, map_location)
     if network is None:

@@ -293,3 +293,30 @@ def test_check_disjoint_ignores_near_duplicates() -> None:
     near = query.images.copy()
     near[:, 0, 1, 2] += 1e-3  # one pixel differs in every image
     check_disjoint(query, LabelledImages(near, query.labels))
+
+
+def test_load_nifti_and_rgb_folder(tmp_path: Path) -> None:
+    import nibabel as nib
+    from PIL import Image
+
+    rng = np.random.default_rng(4)
+    pix = rng.integers(0, 256, (2, 4, 3), dtype=np.uint8)
+    (tmp_path / "nii" / "c0").mkdir(parents=True)
+    for i in range(2):
+        nib.save(nib.Nifti1Image(pix[i], np.eye(4)), tmp_path / "nii" / "c0" / f"{i}.nii.gz")
+    data = load_images(tmp_path / "nii")
+    assert data.images.shape == (2, 1, 4, 3)
+    np.testing.assert_allclose(data.images[:, 0], pix / 255.0, atol=1e-7)
+
+    rgb = rng.integers(0, 256, (5, 6, 3), dtype=np.uint8)
+    (tmp_path / "rgb" / "c0").mkdir(parents=True)
+    Image.fromarray(rgb).save(tmp_path / "rgb" / "c0" / "a.png")
+    data = load_images(tmp_path / "rgb")
+    assert data.images.shape == (1, 3, 5, 6)
+    np.testing.assert_allclose(data.images[0, 1], rgb[..., 1] / 255.0, atol=1e-7)
+
+
+def test_empty_set_is_representable() -> None:
+    empty = _toy(6).subset([])
+    assert len(empty) == 0 and empty.images.shape == (0, 1, 4, 4)
+    check_disjoint(empty, _toy(6))

@@ -119,3 +119,18 @@ def test_predictions_validation() -> None:
 def test_progress_and_device_object() -> None:
     pred = predict(_net(), _data(5), device=torch.device("cpu"), progress=True)
     assert len(pred) == 5
+
+
+def test_corrupt_cache_is_recomputed(tmp_path: Path) -> None:
+    data, model = _data(), _Counting(_net())
+    first = predict(model, data, cache_dir=tmp_path)
+    (cache,) = (tmp_path / "predictions").glob("*.npz")
+    cache.write_bytes(b"not a zip")
+    again = predict(model, data, cache_dir=tmp_path)
+    assert model.calls == 2
+    np.testing.assert_array_equal(first.probs, again.probs)
+
+
+def test_empty_data_is_refused() -> None:
+    with pytest.raises(ValueError, match="empty"):
+        predict(_net(), _data(4).subset([]))
