@@ -1,0 +1,5 @@
+import sys
+
+from monai_forget.cli import main
+
+sys.exit(main())

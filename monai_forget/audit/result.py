@@ -1,0 +1,126 @@
+"""The outcome of a withdrawal audit, as a record that round-trips through JSON."""
+
+from __future__ import annotations
+
+import json
+import platform
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from monai_forget.io import atomic_write
+
+FORGOTTEN = "forgotten"
+NOT_FORGOTTEN = "not forgotten"
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of the packages whose behaviour an audit depends on (for provenance)."""
+    import monai
+    import scipy
+    import torch
+
+    from monai_forget import __version__
+
+    return {
+        "monai-forget": __version__,
+        "monai": monai.__version__,
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def _plain(value: Any) -> Any:
+    """Turn numpy scalars/arrays (possibly nested) into JSON-friendly Python values."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _plain(value.tolist())
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return str(value)  # "inf"/"nan": JSON has no literal for them
+    return value
+
+
+@dataclass
+class AuditResult:
+    """What an auditor concluded, with everything needed to check and reproduce it.
+
+    Attributes:
+        method: ``"ks"`` (Liu & Tsaftaris 2020) or ``"ema"`` (Huang et al. 2021).
+        decision: ``"forgotten"`` or ``"not forgotten"``.
+        statistic_name: ``"rho_KS"`` or ``"rho_EMA"``.
+        statistic: the value the decision is made on.
+        rule: the decision rule in words, e.g. ``"rho_KS >= 1 means forgotten"``.
+        details: intermediate statistics (K-S distances, t statistic, thresholds, ...).
+        sizes: sample counts of every set involved.
+        provenance: model and data fingerprints, seed, options, package versions.
+        arrays: per-sample values behind the figures (confidences, membership metrics).
+        label: a free-text name of the audited scenario (e.g. the provider).
+        created: UTC time of the audit, ISO 8601.
+    """
+
+    method: str
+    decision: str
+    statistic_name: str
+    statistic: float
+    rule: str
+    details: dict[str, Any] = field(default_factory=dict)
+    sizes: dict[str, int] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    arrays: dict[str, Any] = field(default_factory=dict)
+    label: str = ""
+    created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+
+    def __post_init__(self) -> None:
+        if self.decision not in (FORGOTTEN, NOT_FORGOTTEN):
+            raise ValueError(f"decision must be {FORGOTTEN!r} or {NOT_FORGOTTEN!r}")
+
+    @property
+    def forgotten(self) -> bool:
+        """True when the auditor concluded that the query set has been forgotten."""
+        return self.decision == FORGOTTEN
+
+    def to_dict(self) -> dict[str, Any]:
+        return _plain(asdict(self))
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AuditResult:
+        data = dict(data)
+        data["statistic"] = float(data["statistic"])  # "inf" strings come back as floats
+        return cls(**data)
+
+    @classmethod
+    def from_json(cls, text: str) -> AuditResult:
+        return cls.from_dict(json.loads(text))
+
+    def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
+        """Write the result as JSON, atomically; refuses to replace a file unless asked."""
+        with atomic_write(path, "w", overwrite=overwrite) as handle:
+            handle.write(self.to_json())
+        return Path(path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> AuditResult:
+        return cls.from_json(Path(path).read_text())
+
+    def summary(self) -> str:
+        """One sentence in plain words."""
+        verdict = (
+            "has forgotten the query set" if self.forgotten else "still remembers the query set"
+        )
+        return (
+            f"{self.method.upper()}: {self.statistic_name} = {self.statistic:.4g} "
+            f"({self.rule}) -> the model {verdict}."
+        )

@@ -1,0 +1,92 @@
+"""``monai-forget audit ks|ema``: withdrawal audit of a model file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="target model: TorchScript or state dict")
+    parser.add_argument("--network", help="registry name of the architecture (state dicts)")
+    parser.add_argument("--network-args", default="{}", help="JSON keyword arguments of --network")
+    parser.add_argument("--query", required=True, help="D_Q: image folder, .npz or datalist .json")
+    parser.add_argument("--query-split", help="split of a MedMNIST-layout .npz for D_Q")
+    parser.add_argument("--calibration", required=True, help="D_C (shares no sample with D_Q)")
+    parser.add_argument("--calibration-split", help="split of a MedMNIST-layout .npz for D_C")
+    parser.add_argument(
+        "--recipe", required=True, help="recipe .json, bundle train config, or module:attribute"
+    )
+    parser.add_argument(
+        "--out", required=True, help="output folder for result.json and report.html"
+    )
+    parser.add_argument("--label", default="", help="name of the audited scenario/provider")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--cache-dir", help="cache for shadow models and predictions")
+    parser.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("audit", help="has a model forgotten a withdrawn data set?")
+    methods = parser.add_subparsers(dest="method", required=True)
+    ks = methods.add_parser("ks", help="K-S calibrated ratio (Liu & Tsaftaris 2020)")
+    _common(ks)
+    ema = methods.add_parser("ema", help="Ensembled Membership Auditing (Huang et al. 2021)")
+    _common(ema)
+    ema.add_argument("--alpha", type=float, default=0.1)
+    ema.add_argument("--threshold-by", choices=("label", "prediction"), default="label")
+    ema.add_argument("--test", choices=("welch", "student"), default="welch")
+    ema.add_argument("--calibration-outputs", choices=("shadow", "target"), default="shadow")
+    ema.add_argument(
+        "--metrics",
+        default="correctness,confidence,entropy,modified_entropy",
+        help="comma-separated membership metrics",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from monai_forget.audit import EMAAuditor, KSAuditor, write_report
+    from monai_forget.data import load_images
+    from monai_forget.io import check_writable
+    from monai_forget.networks import load_model
+    from monai_forget.shadow import load_recipe
+
+    out = Path(args.out)
+    result_path = check_writable(out / "result.json", args.overwrite)
+    report_path = check_writable(out / "report.html", args.overwrite)
+    try:
+        network_args = json.loads(args.network_args)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"--network-args is not valid JSON ({err}); e.g. '{{\"num_classes\": 2}}'")
+    target = load_model(args.model, network=args.network, network_args=network_args)
+    query = load_images(args.query, split=args.query_split)
+    calibration = load_images(args.calibration, split=args.calibration_split)
+    options = {
+        "recipe": load_recipe(args.recipe),
+        "seed": args.seed,
+        "device": args.device,
+        "cache_dir": args.cache_dir,
+        "batch_size": args.batch_size,
+        "progress": True,
+    }
+    if args.method == "ks":
+        auditor = KSAuditor(**options)
+    else:
+        auditor = EMAAuditor(
+            **options,
+            alpha=args.alpha,
+            threshold_by=args.threshold_by,
+            test=args.test,
+            calibration_outputs=args.calibration_outputs,
+            metrics=tuple(m.strip() for m in args.metrics.split(",") if m.strip()),
+        )
+    result = auditor.audit(target, query, calibration, label=args.label or Path(args.query).name)
+    result.save(result_path, overwrite=args.overwrite)
+    write_report(result, report_path, overwrite=args.overwrite)
+    print(result.summary())
+    print(f"result: {result_path}\nreport: {report_path}")
+    return 0

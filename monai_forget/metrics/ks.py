@@ -1,0 +1,77 @@
+"""The K-S calibrated ratio as a MONAI metric (Liu & Tsaftaris 2020, Eq. 4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from monai.metrics import CumulativeIterationMetric
+
+from monai_forget.audit.ks import KSRatio, ks_calibrated_ratio
+from monai_forget.metrics._labels import to_probs_and_labels
+from monai_forget.scores import confidence
+
+
+def compute_ks_calibrated_ratio(
+    y_pred: torch.Tensor | np.ndarray,
+    y: torch.Tensor | np.ndarray,
+    query_confidence: np.ndarray,
+    calibration_confidence: np.ndarray,
+    *,
+    from_logits: bool = False,
+) -> KSRatio:
+    """rho_KS of Liu & Tsaftaris 2020, Eq. 4, from the target's outputs on D_Q.
+
+    Args:
+        y_pred: the target model's probabilities (or logits with ``from_logits``) on D_Q,
+            shape ``(N, K)``.
+        y: ground-truth classes, ``(N,)``, ``(N, 1)`` or one-hot ``(N, K)``.
+        query_confidence: the query shadow model's t[y] on D_Q (computed beforehand).
+        calibration_confidence: the calibration shadow model's t[y] on D_Q.
+    """
+    probs, labels = to_probs_and_labels(y_pred, y, from_logits=from_logits)
+    return ks_calibrated_ratio(confidence(probs, labels), query_confidence, calibration_confidence)
+
+
+class KSCalibratedRatioMetric(CumulativeIterationMetric):
+    """Accumulates the target's outputs over an evaluation of D_Q and returns rho_KS.
+
+    The shadow models' confidences on D_Q are reference outputs computed beforehand
+    (:meth:`monai_forget.audit.KSAuditor.reference_confidences`); only the target runs
+    during evaluation. ``aggregate`` returns rho and keeps the full :class:`KSRatio` in
+    ``last_ratio``.
+
+    Args:
+        query_confidence: query shadow model's ground-truth confidences on D_Q.
+        calibration_confidence: calibration shadow model's ground-truth confidences on D_Q.
+        from_logits: apply a softmax to ``y_pred`` first.
+    """
+
+    def __init__(
+        self,
+        query_confidence: Any,
+        calibration_confidence: Any,
+        from_logits: bool = False,
+    ) -> None:
+        super().__init__()
+        self.query_confidence = np.asarray(query_confidence, dtype=np.float64)
+        self.calibration_confidence = np.asarray(calibration_confidence, dtype=np.float64)
+        self.from_logits = from_logits
+        self.last_ratio: KSRatio | None = None
+
+    def _compute_tensor(self, y_pred: torch.Tensor, y: torch.Tensor | None = None, **kwargs: Any):  # type: ignore[override]
+        if y is None:
+            raise ValueError("the K-S ratio needs ground-truth labels y")
+        return y_pred, y
+
+    def aggregate(self) -> float:  # type: ignore[override]
+        y_pred, y = self.get_buffer()
+        self.last_ratio = compute_ks_calibrated_ratio(
+            y_pred,
+            y,
+            self.query_confidence,
+            self.calibration_confidence,
+            from_logits=self.from_logits,
+        )
+        return self.last_ratio.rho

@@ -1,0 +1,315 @@
+"""Shadow models "with the same design" as the target, trained from a recipe.
+
+Both withdrawal auditors assume the auditor knows how the target was trained (Liu &
+Tsaftaris 2020, Sec. 3: "the same design"; Huang et al. 2021, Sec. 3.1) and trains
+reference models that way on data it controls. A :class:`Recipe` captures that design:
+
+- :class:`SupervisedRecipe`: a network from the registry trained with MONAI's
+  ``SupervisedTrainer`` (cross-entropy, Adam or SGD), fully described by its fields.
+- :class:`BundleRecipe`: a MONAI bundle training config whose trainer is run with the
+  auditor's data in place of the bundle's dataset.
+- :class:`CallableRecipe`: any pair of Python callables (build, fit).
+
+:class:`ShadowTrainer` trains a recipe on a :class:`~monai_forget.data.LabelledImages`
+with a seed and caches the weights by (recipe identity, data fingerprint, seed), so an
+audit never trains the same shadow model twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+from torch import nn
+
+from monai_forget.data import LabelledImages
+from monai_forget.fingerprint import data_fingerprint
+from monai_forget.io import atomic_write
+from monai_forget.networks import get_network
+
+
+@runtime_checkable
+class Recipe(Protocol):
+    """How the target model was trained: an architecture and a training procedure."""
+
+    @property
+    def name(self) -> str:
+        """A stable identity of the design; it keys the shadow-model cache."""
+        ...
+
+    def build(self) -> nn.Module:
+        """Return a freshly initialised network (the RNG is seeded by the caller)."""
+        ...
+
+    def fit(
+        self, model: nn.Module, data: LabelledImages, *, seed: int, device: torch.device
+    ) -> None:
+        """Train ``model`` in place on ``data``."""
+        ...
+
+
+@dataclass(frozen=True)
+class SupervisedRecipe:
+    """A registry network trained with MONAI's ``SupervisedTrainer`` on cross-entropy.
+
+    Args:
+        network: name understood by :func:`monai_forget.networks.get_network`.
+        network_args: keyword arguments of that network.
+        epochs: passes over the training data.
+        batch_size: mini-batch size; batches are shuffled with a generator seeded per run.
+        learning_rate: optimiser step size.
+        optimizer: ``"adam"`` or ``"sgd"``.
+        betas: Adam's coefficients (Liu & Tsaftaris 2020 Sec. 4.2 use (0.5, 0.999)).
+        momentum: SGD momentum.
+        weight_decay: L2 penalty.
+    """
+
+    network: str
+    network_args: Mapping[str, Any] = field(default_factory=dict)
+    epochs: int = 30
+    batch_size: int = 64
+    learning_rate: float = 1e-3
+    optimizer: str = "adam"
+    betas: tuple[float, float] = (0.9, 0.999)
+    momentum: float = 0.9
+    weight_decay: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in ("adam", "sgd"):
+            raise ValueError(f"optimizer must be 'adam' or 'sgd', got {self.optimizer!r}")
+        if self.epochs < 1 or self.batch_size < 1:
+            raise ValueError("epochs and batch_size must be positive integers")
+
+    @classmethod
+    def from_dict(cls, spec: Mapping[str, Any]) -> SupervisedRecipe:
+        """Build from a JSON-style mapping (unknown keys are an error, not ignored)."""
+        known = set(cls.__dataclass_fields__)
+        unknown = set(spec) - known
+        if unknown:
+            raise ValueError(f"unknown recipe keys {sorted(unknown)}; allowed: {sorted(known)}")
+        spec = dict(spec)
+        if "betas" in spec:
+            spec["betas"] = tuple(spec["betas"])
+        return cls(**spec)
+
+    @property
+    def name(self) -> str:
+        return "supervised:" + json.dumps(asdict(self), sort_keys=True, default=list)
+
+    def build(self) -> nn.Module:
+        return get_network(self.network, **dict(self.network_args))
+
+    def _optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
+        params = model.parameters()
+        if self.optimizer == "adam":
+            return torch.optim.Adam(
+                params, lr=self.learning_rate, betas=self.betas, weight_decay=self.weight_decay
+            )
+        return torch.optim.SGD(
+            params, lr=self.learning_rate, momentum=self.momentum, weight_decay=self.weight_decay
+        )
+
+    def fit(
+        self, model: nn.Module, data: LabelledImages, *, seed: int, device: torch.device
+    ) -> None:
+        from monai.engines import SupervisedTrainer
+
+        loader = torch.utils.data.DataLoader(
+            data.to_dataset(),
+            batch_size=self.batch_size,
+            shuffle=True,
+            generator=torch.Generator().manual_seed(seed),
+        )
+        trainer = SupervisedTrainer(
+            device=device,
+            max_epochs=self.epochs,
+            train_data_loader=loader,
+            network=model.to(device),
+            optimizer=self._optimizer(model),
+            loss_function=nn.CrossEntropyLoss(),
+        )
+        trainer.run()
+
+
+@dataclass(frozen=True)
+class CallableRecipe:
+    """A recipe from two callables: ``build() -> nn.Module`` and ``fit(model, data, seed, device)``.
+
+    Args:
+        build: returns an untrained network of the target's architecture.
+        fit: trains the network in place.
+        name: stable identity (change it whenever the design changes, or the cache is stale).
+    """
+
+    build_fn: Callable[[], nn.Module]
+    fit_fn: Callable[[nn.Module, LabelledImages, int, torch.device], None]
+    name: str
+
+    def build(self) -> nn.Module:
+        return self.build_fn()
+
+    def fit(
+        self, model: nn.Module, data: LabelledImages, *, seed: int, device: torch.device
+    ) -> None:
+        self.fit_fn(model, data, seed, device)
+
+
+@dataclass(frozen=True)
+class BundleRecipe:
+    """A MONAI bundle training config run with the auditor's data.
+
+    The config is parsed with ``monai.bundle.ConfigParser``; the dataset at
+    ``dataset_key`` is replaced by the shadow training set (MONAI-style dicts with
+    ``image`` and ``label``), ``device_key`` is set to the requested device, and the
+    ``SupervisedTrainer`` at ``trainer_key`` is run. Its network (``network_key``) is the
+    model that gets trained, so :meth:`build` returns a fresh instance of it.
+
+    Args:
+        config_file: path to the bundle's ``train.json`` (or YAML).
+        trainer_key: config id of the trainer.
+        network_key: config id of the network definition.
+        dataset_key: config id of the training dataset to replace.
+        device_key: config id of the device, or ``None`` when the config has none.
+        overrides: extra ``{id: value}`` settings (for example fewer epochs).
+    """
+
+    config_file: str
+    trainer_key: str = "train#trainer"
+    network_key: str = "network_def"
+    dataset_key: str = "train#dataset"
+    device_key: str | None = "device"
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+
+    def _parser(self):
+        from monai.bundle import ConfigParser
+
+        parser = ConfigParser()
+        parser.read_config(self.config_file)
+        for key, value in self.overrides.items():
+            parser[key] = value
+        return parser
+
+    @property
+    def name(self) -> str:
+        content = Path(self.config_file).read_bytes()
+        spec = json.dumps(
+            [self.trainer_key, self.network_key, self.dataset_key, dict(self.overrides)],
+            sort_keys=True,
+            default=str,
+        )
+        return "bundle:" + hashlib.sha256(content + spec.encode()).hexdigest()
+
+    def build(self) -> nn.Module:
+        return self._parser().get_parsed_content(self.network_key, instantiate=True)
+
+    def fit(
+        self, model: nn.Module, data: LabelledImages, *, seed: int, device: torch.device
+    ) -> None:
+        parser = self._parser()
+        parser[self.dataset_key] = data.to_dataset()
+        if self.device_key is not None:
+            parser[self.device_key] = device
+        # Train the given instance: the trainer's network, optimiser and handlers must
+        # all refer to it, so it replaces the network definition before parsing.
+        parser[self.network_key] = model.to(device)
+        trainer = parser.get_parsed_content(self.trainer_key, instantiate=True)
+        torch.manual_seed(seed)
+        trainer.run()
+
+
+def _cache_key(recipe: Recipe, data: LabelledImages, seed: int) -> str:
+    spec = f"{recipe.name}\n{data_fingerprint(data)}\n{seed}"
+    return hashlib.sha256(spec.encode()).hexdigest()
+
+
+class ShadowTrainer:
+    """Trains (and caches) models from a recipe, reproducibly.
+
+    The network is initialised and trained inside a forked torch RNG seeded with
+    ``seed``, so results do not depend on, nor disturb, the caller's global RNG state.
+
+    Args:
+        recipe: the training design.
+        device: where to train (``"cpu"``, ``"cuda"``, a ``torch.device``).
+        cache_dir: when given, weights are stored under ``cache_dir/shadow/<key>.pt`` and
+            reloaded (``weights_only=True``) instead of retraining.
+    """
+
+    def __init__(
+        self,
+        recipe: Recipe,
+        *,
+        device: str | torch.device = "cpu",
+        cache_dir: str | Path | None = None,
+    ) -> None:
+        if not isinstance(recipe, Recipe):
+            raise TypeError(
+                "recipe must provide name, build() and fit(); use SupervisedRecipe, "
+                "BundleRecipe or CallableRecipe"
+            )
+        self.recipe = recipe
+        self.device = torch.device(device)
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+
+    def cache_path(self, data: LabelledImages, seed: int) -> Path | None:
+        """Where the weights for (``data``, ``seed``) are cached, or ``None`` without a cache."""
+        if self.cache_dir is None:
+            return None
+        return self.cache_dir / "shadow" / f"{_cache_key(self.recipe, data, seed)}.pt"
+
+    def train(self, data: LabelledImages, seed: int = 0) -> nn.Module:
+        """Return a model of the recipe trained on ``data`` with ``seed`` (in eval mode)."""
+        if len(data) == 0:
+            raise ValueError("cannot train a shadow model on an empty data set")
+        path = self.cache_path(data, seed)
+        devices = [self.device] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(seed)
+            model = self.recipe.build()
+            if path is not None and path.exists():
+                model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+                return model.to(self.device).eval()
+            self.recipe.fit(model, data, seed=seed, device=self.device)
+        if path is not None:
+            with atomic_write(path, "wb", overwrite=True) as handle:
+                torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, handle)
+        return model.to(self.device).eval()
+
+
+def load_recipe(spec: str | Path) -> Recipe:
+    """A recipe from the command line: a JSON file or ``package.module:attribute``.
+
+    - A ``.json`` file whose keys are :class:`SupervisedRecipe` fields (it has a
+      ``"network"`` key and no ``"train"`` section) gives a :class:`SupervisedRecipe`.
+    - Any other ``.json``/``.yaml`` file is taken as a MONAI bundle training config
+      (:class:`BundleRecipe` with its default keys).
+    - ``module:attribute`` names a Recipe object, or a callable returning one.
+    """
+    text = str(spec)
+    path = Path(text)
+    if path.suffix.lower() in (".json", ".yaml", ".yml"):
+        if not path.is_file():
+            raise FileNotFoundError(f"recipe file {path} does not exist")
+        if path.suffix.lower() == ".json":
+            content = json.loads(path.read_text())
+            if isinstance(content, dict) and "network" in content and "train" not in content:
+                return SupervisedRecipe.from_dict(content)
+        return BundleRecipe(str(path))
+    if ":" in text:
+        import importlib
+
+        module_name, _, attribute = text.partition(":")
+        obj = getattr(importlib.import_module(module_name), attribute)
+        recipe = obj() if callable(obj) and not isinstance(obj, Recipe) else obj
+        if isinstance(recipe, Recipe):
+            return recipe
+        raise ValueError(f"{text} is not a Recipe (needs name, build() and fit())")
+    raise ValueError(
+        f"cannot read recipe {text!r}: give a recipe .json, a bundle train config, "
+        "or package.module:attribute"
+    )
