@@ -1,0 +1,85 @@
+"""What both ACDC layouts share: the pathology classes and the ``Info.cfg`` parser."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+#: pathology groups in class-index order (normal first, as in the classification bundle)
+GROUPS = ("NOR", "MINF", "DCM", "HCM", "RV")
+
+#: ``patientNNN`` as used by every ACDC release
+PATIENT_RE = re.compile(r"^patient\d{3}$")
+
+_INFO_FIELDS = ("ED", "ES", "Group", "Height", "NbFrame", "Weight")
+
+
+def group_label(group: str, where: str) -> int:
+    """Class index of a pathology group.
+
+    Raises:
+        ValueError: unknown group; ``where`` names the file (and line).
+    """
+    if group not in GROUPS:
+        raise ValueError(f"{where}: unknown pathology group {group!r}; expected one of {GROUPS}")
+    return GROUPS.index(group)
+
+
+@dataclass(frozen=True)
+class Info:
+    """The fields of an ACDC ``Info.cfg``: frames are 1-based, as in the file names."""
+
+    ed: int
+    es: int
+    group: str
+    height: float
+    nb_frame: int
+    weight: float
+
+
+def read_info(path: str | Path) -> Info:
+    """Parse an ACDC ``Info.cfg`` (``Key: value`` lines).
+
+    Raises:
+        FileNotFoundError: the file is missing.
+        ValueError: a malformed line (with its number), a missing or non-numeric field,
+            an unknown group, or ED/ES outside ``1..NbFrame``.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} not found; every ACDC patient folder needs an Info.cfg with "
+            f"{', '.join(_INFO_FIELDS)}"
+        )
+    values: dict[str, str] = {}
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not raw.strip():
+            continue
+        key, sep, value = raw.partition(":")
+        if not sep or not key.strip():
+            raise ValueError(f"{path}, line {number}: expected 'Key: value', got {raw!r}")
+        values[key.strip()] = value.strip()
+    missing = [key for key in _INFO_FIELDS if not values.get(key)]
+    if missing:
+        raise ValueError(f"{path}: missing field(s) {missing}; expected {list(_INFO_FIELDS)}")
+
+    def number(key: str, kind: type) -> int | float:
+        try:
+            return kind(float(values[key])) if kind is int else kind(values[key])
+        except ValueError:
+            raise ValueError(f"{path}: field {key} is {values[key]!r}, not a number") from None
+
+    info = Info(
+        ed=int(number("ED", int)),
+        es=int(number("ES", int)),
+        group=values["Group"],
+        height=float(number("Height", float)),
+        nb_frame=int(number("NbFrame", int)),
+        weight=float(number("Weight", float)),
+    )
+    group_label(info.group, str(path))
+    for key, frame in (("ED", info.ed), ("ES", info.es)):
+        if not 1 <= frame <= info.nb_frame:
+            raise ValueError(f"{path}: {key} = {frame} is outside 1..NbFrame ({info.nb_frame})")
+    return info

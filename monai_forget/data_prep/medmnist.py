@@ -1,0 +1,173 @@
+"""MedMNIST npz (PneumoniaMNIST layout) to datalist samples plus PNG files.
+
+Layout: one ``.npz`` with ``{train,val,test}_images`` (``(N, H, W)`` or ``(N, H, W, 3)``
+uint8) and ``{train,val,test}_labels`` (``(N, 1)``), as written by the ``medmnist``
+package. A datalist needs image files that MONAI's ``LoadImaged`` reads, so every image
+is exported as ``<image_dir>/<split>_<index:05d>.png`` (a few MB for PneumoniaMNIST);
+the npz itself is only read.
+
+MedMNIST carries no patient ids, so each image is its own "patient" (``<split>_<index>``)
+and a patient-level split is an image-level split.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from monai_forget.data_prep.splits import SOURCE_SPLIT_KEYS
+
+#: PneumoniaMNIST's class names (medmnist ``INFO["pneumoniamnist"]["label"]``)
+PNEUMONIA_LABELS = ("normal", "pneumonia")
+
+
+def image_name(split: str, index: int) -> str:
+    """File name of an exported image, e.g. ``train_00042.png``."""
+    return f"{split}_{index:05d}.png"
+
+
+def load_arrays(npz: str | Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """``{split: (images, labels)}`` for the splits present in a MedMNIST npz.
+
+    Raises:
+        FileNotFoundError: the npz is missing.
+        ValueError: no split, unpaired keys, multi-label labels, or mismatched lengths.
+    """
+    npz = Path(npz)
+    if not npz.is_file():
+        raise FileNotFoundError(f"MedMNIST file {npz} not found")
+    arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    with np.load(npz, allow_pickle=False) as data:
+        for split in SOURCE_SPLIT_KEYS:
+            keys = (f"{split}_images", f"{split}_labels")
+            present = [k for k in keys if k in data.files]
+            if not present:
+                continue
+            if len(present) == 1:
+                raise ValueError(f"{npz}: has {present[0]} but not its pair; expected {keys}")
+            images, labels = data[keys[0]], data[keys[1]]
+            if labels.ndim == 2 and labels.shape[1] == 1:
+                labels = labels[:, 0]
+            if labels.ndim != 1:
+                raise ValueError(
+                    f"{npz}: {keys[1]} has shape {labels.shape}; only single-label MedMNIST "
+                    "sets (one label per image) are supported"
+                )
+            if images.ndim not in (3, 4) or len(images) != len(labels):
+                raise ValueError(
+                    f"{npz}: {keys[0]} shape {images.shape} does not match "
+                    f"{keys[1]} shape {labels.shape}"
+                )
+            arrays[split] = (images, labels.astype(np.int64))
+    if not arrays:
+        raise ValueError(f"{npz}: no train/val/test _images/_labels arrays; not a MedMNIST file")
+    return arrays
+
+
+def collect(
+    npz: str | Path, image_dir: str | Path, label_names: Sequence[str] = PNEUMONIA_LABELS
+) -> list[dict[str, Any]]:
+    """One sample per image; ``image`` points at the PNG :func:`export_pngs` writes.
+
+    Returns:
+        Samples with ``image``, ``label``, ``patient``, ``group`` (class name),
+        ``source_split`` and ``index`` (row in the npz), and the source ``split``.
+
+    Raises:
+        ValueError: a label outside ``0..len(label_names)-1``.
+    """
+    image_dir = Path(image_dir)
+    samples = []
+    for split, (_, labels) in load_arrays(npz).items():
+        bad = labels[(labels < 0) | (labels >= len(label_names))]
+        if bad.size:
+            raise ValueError(
+                f"{npz}: {split}_labels has value {int(bad[0])} but only {len(label_names)} "
+                f"label names {list(label_names)} were given; pass --label-names"
+            )
+        for index, label in enumerate(labels.tolist()):
+            samples.append(
+                {
+                    "image": image_dir / image_name(split, index),
+                    "label": label,
+                    "patient": f"{split}_{index:05d}",
+                    "group": label_names[label],
+                    "source_split": split,
+                    "index": index,
+                    "split": SOURCE_SPLIT_KEYS[split],
+                }
+            )
+    return samples
+
+
+def check_image_dir(image_dir: str | Path, overwrite: bool) -> bool:
+    """Return whether ``image_dir`` holds files; refuse that without ``overwrite``.
+
+    Raises:
+        FileExistsError: ``image_dir`` is a file, or a non-empty folder without
+            ``overwrite``.
+    """
+    image_dir = Path(image_dir)
+    if image_dir.exists() and not image_dir.is_dir():
+        raise FileExistsError(f"{image_dir} exists and is not a folder")
+    existing = image_dir.is_dir() and any(image_dir.iterdir())
+    if existing and not overwrite:
+        raise FileExistsError(
+            f"{image_dir} is not empty; pass --overwrite to replace its PNGs or choose "
+            "another --image-dir"
+        )
+    return existing
+
+
+def export_pngs(npz: str | Path, image_dir: str | Path, overwrite: bool = False) -> int:
+    """Write every image of the npz as a PNG into ``image_dir``; return the count.
+
+    A new folder is filled under a temporary name and renamed into place, so a failed
+    export leaves nothing behind; an existing non-empty folder needs ``overwrite``
+    (same-named files are replaced one by one, other files are left alone).
+
+    Raises:
+        FileExistsError: ``image_dir`` is a non-empty folder and ``overwrite`` is false.
+    """
+    image_dir = Path(image_dir)
+    existing = check_image_dir(image_dir, overwrite)
+    arrays = load_arrays(npz)
+    if existing:
+        return _write_all(arrays, image_dir, replace=True)
+    image_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{image_dir.name}.", dir=image_dir.parent))
+    try:
+        count = _write_all(arrays, staging, replace=False)
+        with contextlib.suppress(FileNotFoundError):
+            image_dir.rmdir()  # an empty folder may be replaced
+        os.replace(staging, image_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return count
+
+
+def _write_all(
+    arrays: dict[str, tuple[np.ndarray, np.ndarray]], folder: Path, replace: bool
+) -> int:
+    count = 0
+    for split, (images, _) in arrays.items():
+        for index, pixels in enumerate(images):
+            target = folder / image_name(split, index)
+            # PNG (lossless) keeps the uint8 values exactly.
+            if replace:  # write beside, then swap, so a reader never sees half a file
+                partial = target.with_name(f".{target.name}.tmp")
+                Image.fromarray(np.ascontiguousarray(pixels)).save(partial, format="PNG")
+                os.replace(partial, target)
+            else:
+                Image.fromarray(np.ascontiguousarray(pixels)).save(target)
+            count += 1
+    return count

@@ -1,0 +1,223 @@
+"""Provider (site) assignment of patients: site map, explicit lists, or a seeded random split.
+
+The public ACDC release does not record which patients were scanned at 1.5 T and which at
+3 T, so a field-strength provider split can only come from a site map supplied by the data
+owner. The fallbacks are labelled in the datalist (``provenance.site_assignment``) so a
+random split is never mistaken for a field-strength one.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from monai_forget.data_prep.tables import read_csv_rows, read_id_list
+
+SITE_MAP = "site-map"
+EXPLICIT = "explicit"
+RANDOM = "random-stratified (not field strength)"
+SOURCE = "source column"
+SINGLE = "single provider"
+
+#: the site of every patient when no provider option is given
+DEFAULT_SITE = "all"
+
+# Independent random streams for sites and splits: changing one option never reshuffles
+# the other.
+SITE_STREAM = 1
+
+
+def _preview(items: Sequence[str], limit: int = 5) -> str:
+    items = sorted(items)
+    more = f", ... ({len(items)} in all)" if len(items) > limit else ""
+    return ", ".join(items[:limit]) + more
+
+
+def parse_provider(text: str) -> tuple[str, tuple[str, ...]]:
+    """Parse ``NAME=p1,p2,...`` or ``NAME=@file`` (one patient per line) into a provider.
+
+    Raises:
+        ValueError: no ``=``, an empty name, or an empty patient list.
+    """
+    name, sep, members = text.partition("=")
+    name = name.strip()
+    if not sep or not name:
+        raise ValueError(
+            f"--provider {text!r}: expected NAME=patient001,patient002,... or NAME=@file"
+        )
+    members = members.strip()
+    if members.startswith("@"):
+        patients = read_id_list(members[1:], what=f"patient list of provider {name!r}")
+    else:
+        patients = [p.strip() for p in members.split(",") if p.strip()]
+    if not patients:
+        raise ValueError(f"--provider {text!r}: provider {name!r} lists no patients")
+    return name, tuple(patients)
+
+
+def read_site_map(path: str | Path) -> dict[str, str]:
+    """Read a ``patient,site`` CSV (header required) into ``{patient: site}``.
+
+    Raises:
+        ValueError: a patient listed twice with different sites (names both lines).
+    """
+    mapping: dict[str, str] = {}
+    first_line: dict[str, int] = {}
+    for line, row in read_csv_rows(path, ("patient", "site"), what="site map"):
+        patient, site = row["patient"], row["site"]
+        if patient in mapping and mapping[patient] != site:
+            raise ValueError(
+                f"site map {path}, line {line}: patient {patient} is given site {site!r} "
+                f"but line {first_line[patient]} gave {mapping[patient]!r}; keep one row"
+            )
+        mapping.setdefault(patient, site)
+        first_line.setdefault(patient, line)
+    return mapping
+
+
+@dataclass(frozen=True)
+class SiteSpec:
+    """How patients are assigned to providers; at most one method may be chosen.
+
+    Attributes:
+        site_map: CSV with columns ``patient,site`` from the data owner.
+        providers: explicit ``(name, patients)`` lists.
+        other_site: with ``providers``, the site of every patient not listed.
+        random_sites: number of seeded random sites, stratified by the patient's stratum
+            (pathology group, class label).
+        from_source: use the dataset's own source column (COVIDx).
+    """
+
+    site_map: Path | None = None
+    providers: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    other_site: str | None = None
+    random_sites: int | None = None
+    from_source: bool = False
+
+    def __post_init__(self) -> None:
+        chosen = [
+            flag
+            for flag, used in (
+                ("--site-map", self.site_map is not None),
+                ("--provider", bool(self.providers)),
+                ("--random-sites", self.random_sites is not None),
+                ("--site-from-source", self.from_source),
+            )
+            if used
+        ]
+        if len(chosen) > 1:
+            raise ValueError(f"choose one provider option, not {' and '.join(chosen)}")
+        if self.other_site is not None and not self.providers:
+            raise ValueError("--other-site only applies together with --provider")
+        if self.random_sites is not None and self.random_sites < 1:
+            raise ValueError(f"--random-sites must be at least 1, got {self.random_sites}")
+
+    @property
+    def method(self) -> str:
+        """The ``site_assignment`` label written into the datalist."""
+        if self.site_map is not None:
+            return SITE_MAP
+        if self.providers:
+            return EXPLICIT
+        if self.random_sites is not None:
+            return RANDOM
+        if self.from_source:
+            return SOURCE
+        return SINGLE
+
+    def assign(
+        self,
+        strata: Mapping[str, str],
+        seed: int = 0,
+        sources: Mapping[str, str] | None = None,
+    ) -> dict[str, str]:
+        """Return ``{patient: site}`` for every patient in ``strata``.
+
+        Args:
+            strata: ``{patient: stratum}``; the stratum (pathology group, class) balances
+                the random split.
+            seed: seed of the random split.
+            sources: ``{patient: source}`` for ``from_source``.
+
+        Raises:
+            ValueError: unknown patients, unassigned patients, or a patient in two
+                providers.
+        """
+        patients = set(strata)
+        if self.site_map is not None:
+            mapping = read_site_map(self.site_map)
+            _check_covers(mapping, patients, f"site map {self.site_map}", hint="add a row")
+            return {p: mapping[p] for p in sorted(patients)}
+        if self.providers:
+            return self._explicit(patients)
+        if self.random_sites is not None:
+            return random_sites(strata, self.random_sites, seed)
+        if self.from_source:
+            if sources is None:
+                raise ValueError("--site-from-source: this layout has no source column")
+            return {p: sources[p] for p in sorted(patients)}
+        return dict.fromkeys(sorted(patients), DEFAULT_SITE)
+
+    def _explicit(self, patients: set[str]) -> dict[str, str]:
+        mapping: dict[str, str] = {}
+        seen_names: set[str] = set()
+        for name, members in self.providers:
+            if name in seen_names:
+                raise ValueError(f"--provider {name!r} given twice; merge its patient lists")
+            seen_names.add(name)
+            for patient in members:
+                if patient in mapping and mapping[patient] != name:
+                    raise ValueError(
+                        f"patient {patient} is in providers {mapping[patient]!r} and "
+                        f"{name!r}; a patient belongs to one provider"
+                    )
+                mapping[patient] = name
+        if self.other_site is not None:
+            if self.other_site in seen_names:
+                raise ValueError(f"--other-site {self.other_site!r} is also a --provider name")
+            for patient in patients - set(mapping):
+                mapping[patient] = self.other_site
+        _check_covers(
+            mapping, patients, "--provider lists", hint="list it or pass --other-site NAME"
+        )
+        return {p: mapping[p] for p in sorted(patients)}
+
+
+def _check_covers(mapping: Mapping[str, str], patients: set[str], what: str, hint: str) -> None:
+    """Refuse a mapping naming patients not in the data or leaving data patients out."""
+    unknown = set(mapping) - patients
+    if unknown:
+        raise ValueError(
+            f"{what} names {len(unknown)} patient(s) not in the data: {_preview(unknown)}; "
+            f"patient ids look like {_preview(patients, 3)}"
+        )
+    unassigned = patients - set(mapping)
+    if unassigned:
+        raise ValueError(
+            f"{what} leaves {len(unassigned)} patient(s) in no provider: "
+            f"{_preview(unassigned)}; {hint}"
+        )
+
+
+def random_sites(strata: Mapping[str, str], n_sites: int, seed: int) -> dict[str, str]:
+    """Seeded random provider split, stratified: each stratum is dealt round-robin.
+
+    The dealing continues across strata, so site sizes differ by at most one.
+    Sites are named ``random1`` ... ``randomN`` (never mistaken for a scanner).
+    """
+    rng = np.random.default_rng([seed, SITE_STREAM])
+    by_stratum: dict[str, list[str]] = defaultdict(list)
+    for patient, stratum in strata.items():
+        by_stratum[stratum].append(patient)
+    mapping: dict[str, str] = {}
+    turn = 0
+    for stratum in sorted(by_stratum):
+        members = sorted(by_stratum[stratum])
+        for index in rng.permutation(len(members)):
+            mapping[members[index]] = f"random{turn % n_sites + 1}"
+            turn += 1
+    return {p: mapping[p] for p in sorted(mapping)}
