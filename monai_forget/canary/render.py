@@ -1,0 +1,208 @@
+"""Text and random-feature masks, and stamping a mask onto images.
+
+Geometry (the contract other modules and tests rely on): a string of ``n >= 1``
+characters rendered at integer ``scale`` is a boolean mask of shape
+``(5 * scale, (6 * n - 1) * scale)`` — 5x5 glyphs, a one-column gap between glyphs and
+no trailing gap. Each font pixel becomes a ``scale x scale`` block.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Sequence
+from typing import TypeVar
+
+import numpy as np
+import torch
+
+from monai_forget.canary.font import (
+    GLYPH_ADVANCE,
+    GLYPH_GAP,
+    GLYPH_HEIGHT,
+    GLYPH_WIDTH,
+    glyph,
+    unsupported_characters,
+)
+
+ArrayT = TypeVar("ArrayT", np.ndarray, torch.Tensor)
+
+# Letters only by default: random names for controls should look like names.
+RANDOM_TEXT_ALPHABET = string.ascii_uppercase
+
+
+def _check_scale(scale: int) -> int:
+    if isinstance(scale, bool) or not isinstance(scale, (int, np.integer)) or scale < 1:
+        raise ValueError(f"scale must be a positive integer, got {scale!r}")
+    return int(scale)
+
+
+def text_shape(n_chars: int, scale: int = 1) -> tuple[int, int]:
+    """Return the ``(height, width)`` of the mask of ``n_chars`` characters.
+
+    ``height = 5 * scale`` and ``width = (6 * n_chars - 1) * scale``.
+    """
+    scale = _check_scale(scale)
+    if n_chars < 1:
+        raise ValueError("text must contain at least one character")
+    return GLYPH_HEIGHT * scale, (GLYPH_ADVANCE * n_chars - GLYPH_GAP) * scale
+
+
+def render_text(text: str, scale: int = 1) -> np.ndarray:
+    """Render ``text`` in the 5x5 typeface to a boolean mask.
+
+    Args:
+        text: characters from A-Z, a-z, 0-9, space and ``^ , . - '``.
+        scale: integer magnification; each font pixel becomes ``scale x scale``.
+
+    Returns:
+        Boolean array of shape ``text_shape(len(text), scale)``; ``True`` is ink.
+
+    Raises:
+        ValueError: empty text, a character outside the typeface, or a bad scale.
+    """
+    if not text:
+        raise ValueError("text must contain at least one character")
+    missing = unsupported_characters(text)
+    if missing:
+        glyph(missing[0])  # raises with the supported set in the message
+    scale = _check_scale(scale)
+    mask = np.zeros((GLYPH_HEIGHT, GLYPH_ADVANCE * len(text) - GLYPH_GAP), dtype=bool)
+    for i, char in enumerate(text):
+        col = i * GLYPH_ADVANCE
+        mask[:, col : col + GLYPH_WIDTH] = glyph(char)
+    if scale > 1:
+        mask = np.kron(mask, np.ones((scale, scale), dtype=bool))
+    return mask
+
+
+def scale_for_height(fraction: float, image_height: int) -> int:
+    """Largest integer scale whose text height is at most ``fraction`` of the image.
+
+    Raises:
+        ValueError: ``fraction`` is not in (0, 1] or the image is too short for even
+            scale 1 at that fraction.
+    """
+    if not 0 < fraction <= 1:
+        raise ValueError(f"height fraction must be in (0, 1], got {fraction}")
+    scale = int(fraction * image_height) // GLYPH_HEIGHT
+    if scale < 1:
+        raise ValueError(
+            f"a height of {fraction:g} x {image_height} rows is less than the "
+            f"{GLYPH_HEIGHT}-row glyph; use a larger fraction or an explicit scale"
+        )
+    return scale
+
+
+def random_text(length: int, rng: np.random.Generator | int | None = None) -> str:
+    """Random capital letters, for a random-text control of the same length."""
+    if length < 1:
+        raise ValueError("length must be at least 1")
+    rng = np.random.default_rng(rng)
+    return "".join(rng.choice(list(RANDOM_TEXT_ALPHABET), size=length))
+
+
+def random_patch(
+    shape: tuple[int, int],
+    rng: np.random.Generator | int | None = None,
+    n_on: int | None = None,
+) -> np.ndarray:
+    """Random binary patch, the random-feature control of Hartley & Tsaftaris (2022).
+
+    Args:
+        shape: ``(height, width)`` of the patch, e.g. the shape of a text mask.
+        rng: generator or seed.
+        n_on: exact number of ``True`` pixels (e.g. the ink count of the unique
+            feature); default: each pixel independently with probability 0.5.
+    """
+    height, width = shape
+    if height < 1 or width < 1:
+        raise ValueError(f"patch shape must be positive, got {shape}")
+    rng = np.random.default_rng(rng)
+    if n_on is None:
+        return rng.random((height, width)) < 0.5
+    if not 0 <= n_on <= height * width:
+        raise ValueError(f"n_on={n_on} does not fit a {height}x{width} patch")
+    flat = np.zeros(height * width, dtype=bool)
+    flat[rng.choice(height * width, size=n_on, replace=False)] = True
+    return flat.reshape(height, width)
+
+
+def check_fits(
+    mask_shape: tuple[int, int], position: Sequence[int], image_shape: tuple[int, int]
+) -> None:
+    """Refuse a placement that would leave the image.
+
+    Raises:
+        ValueError: the mask at ``position`` does not lie inside ``image_shape``.
+    """
+    row, col = (int(p) for p in position)
+    height, width = mask_shape
+    rows, cols = image_shape
+    if row < 0 or col < 0 or row + height > rows or col + width > cols:
+        raise ValueError(
+            f"the text needs {height}x{width} pixels at (row {row}, col {col}) but the "
+            f"image is {rows}x{cols}; use a smaller scale, shorter text or another "
+            "position"
+        )
+
+
+def paint(
+    target: ArrayT,
+    mask: np.ndarray,
+    position: Sequence[int],
+    value: float | np.ndarray | torch.Tensor,
+    axes: tuple[int, int] = (-2, -1),
+) -> ArrayT:
+    """Set the pixels of ``mask`` placed at ``position`` to ``value``, in place.
+
+    ``axes`` are the (row, column) axes of ``target``; the mask is applied to every
+    index of the other axes. ``value`` is a scalar or broadcasts against the other
+    axes (in their order, e.g. one value per frame). Use :func:`stamp` for a copy.
+    """
+    mask = np.asarray(mask, dtype=bool)
+    ndim = target.ndim
+    axes = (axes[0] % ndim, axes[1] % ndim)
+    check_fits(mask.shape, position, (target.shape[axes[0]], target.shape[axes[1]]))
+    row, col = (int(p) for p in position)
+    height, width = mask.shape
+    if isinstance(target, torch.Tensor):
+        view = torch.movedim(target, axes, (-2, -1))
+        region = view[..., row : row + height, col : col + width]
+        sel = torch.as_tensor(mask, device=target.device)
+        fill = torch.as_tensor(value, dtype=target.dtype, device=target.device)
+        fill = fill.reshape(*fill.shape, 1) if fill.ndim else fill
+        region[..., sel] = fill.expand(*region.shape[:-2], int(mask.sum())).clone()
+    else:
+        view = np.moveaxis(target, axes, (-2, -1))
+        region = view[..., row : row + height, col : col + width]
+        fill = np.asarray(value)
+        fill = fill[..., None] if fill.ndim else fill
+        region[..., mask] = fill
+    return target
+
+
+def stamp(
+    images: ArrayT,
+    mask: np.ndarray,
+    position: Sequence[int],
+    value: float | np.ndarray | torch.Tensor,
+    axes: tuple[int, int] = (-2, -1),
+) -> ArrayT:
+    """Return a copy of ``images`` with ``mask`` stamped at ``position`` as ``value``.
+
+    Works on NumPy arrays and torch tensors on any device, e.g. probes ``(N, C, H, W)``
+    for the unique-feature memorisation score (Hartley & Tsaftaris 2022): the feature
+    sits at a known place with a known value. The input is never modified.
+
+    Args:
+        images: array whose ``axes`` are (rows, columns).
+        mask: boolean ``(height, width)`` feature, e.g. from :func:`render_text`.
+        position: ``(row, col)`` of the mask's top-left pixel.
+        value: pixel value inside the mask (scalar or broadcastable, see :func:`paint`).
+        axes: the (row, column) axes of ``images``.
+
+    Raises:
+        ValueError: the mask does not fit inside the image at ``position``.
+    """
+    out = images.clone() if isinstance(images, torch.Tensor) else np.array(images, copy=True)
+    return paint(out, mask, position, value, axes)
