@@ -1,0 +1,290 @@
+"""ACDC layouts: the original NIfTI release (generated fixture) and the SSL4MIS h5 release."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from collections import Counter
+from pathlib import Path
+
+import h5py
+import nibabel as nib
+import numpy as np
+import pytest
+from monai.data import load_decathlon_datalist
+
+from monai_forget.cli import prepare
+from monai_forget.data_prep import acdc_h5, acdc_nifti
+from monai_forget.data_prep.acdc import read_info
+
+SHAPE = (6, 5, 3)  # X, Y, Z (3 short-axis slices)
+N_FRAMES = 4
+GROUP_OF = {1: "DCM", 2: "NOR", 3: "RV", 4: "DCM"}
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """Content hash of every file under ``root`` (catches edits, additions, deletions)."""
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def write_nifti(path: Path, array: np.ndarray) -> None:
+    nib.save(nib.Nifti1Image(array, np.eye(4)), path)
+
+
+def make_acdc(root: Path, patients: dict[int, str] = GROUP_OF) -> Path:
+    """A format-identical miniature of the ACDC training release."""
+    rng = np.random.default_rng(0)
+    for number, group in patients.items():
+        patient = f"patient{number:03d}"
+        folder = root / "training" / patient
+        folder.mkdir(parents=True)
+        (folder / "Info.cfg").write_text(
+            f"ED: 1\nES: 3\nGroup: {group}\nHeight: 180.0\nNbFrame: {N_FRAMES}\nWeight: 80.0\n"
+        )
+        cine = rng.integers(0, 255, (*SHAPE, N_FRAMES)).astype(np.int16)
+        write_nifti(folder / f"{patient}_4d.nii.gz", cine)
+        for frame in (1, 3):
+            write_nifti(folder / f"{patient}_frame{frame:02d}.nii.gz", cine[..., frame - 1])
+            write_nifti(
+                folder / f"{patient}_frame{frame:02d}_gt.nii.gz",
+                rng.integers(0, 4, SHAPE).astype(np.uint8),
+            )
+    return root
+
+
+def run(argv: list[str]) -> int:
+    """Parse ``prepare ...`` with the real sub-command parser and call its handler."""
+    parser = argparse.ArgumentParser()
+    prepare.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["prepare", *argv])
+    return args.func(args)
+
+
+# --- original NIfTI release -----------------------------------------------------------
+
+
+def test_nifti_ed_es_slices(tmp_path):
+    root = make_acdc(tmp_path / "acdc")
+    samples = acdc_nifti.collect(root, frames="ed-es", level="slice")
+    assert len(samples) == len(GROUP_OF) * 2 * SHAPE[2]
+    first = samples[0]
+    assert first["image"] == root / "training/patient001/patient001_frame01.nii.gz"
+    assert first["seg"] == root / "training/patient001/patient001_frame01_gt.nii.gz"
+    assert (first["patient"], first["group"], first["label"]) == ("patient001", "DCM", 2)
+    assert (first["frame"], first["phase"], first["slice"], first["slice_axis"]) == (1, "ED", 0, 2)
+    assert Counter(s["phase"] for s in samples) == {"ED": 12, "ES": 12}
+    assert {s["label"] for s in samples if s["group"] == "NOR"} == {0}
+    assert "frame_index" not in first
+
+
+def test_nifti_all_frames_reference_the_4d_file(tmp_path):
+    root = make_acdc(tmp_path / "acdc")
+    samples = acdc_nifti.collect(root / "training", frames="all", level="slice")
+    assert len(samples) == len(GROUP_OF) * N_FRAMES * SHAPE[2]
+    one = [s for s in samples if s["patient"] == "patient002"]
+    assert {s["image"].name for s in one} == {"patient002_4d.nii.gz"}
+    by_frame = {s["frame"]: s for s in one if s["slice"] == 1}
+    assert [by_frame[f]["frame_index"] for f in (1, 2, 3, 4)] == [0, 1, 2, 3]
+    assert [by_frame[f]["phase"] for f in (1, 2, 3, 4)] == ["ED", None, "ES", None]
+    assert by_frame[3]["seg"].name == "patient002_frame03_gt.nii.gz"
+    assert by_frame[2]["seg"] is None
+    # the referenced 4D voxel is the ED frame's voxel: frame_index selects the time point
+    cine = nib.load(by_frame[3]["image"]).get_fdata()
+    es = nib.load(root / "training/patient002/patient002_frame03.nii.gz").get_fdata()
+    np.testing.assert_array_equal(cine[..., by_frame[3]["frame_index"]], es)
+
+
+def test_nifti_volume_level(tmp_path):
+    root = make_acdc(tmp_path / "acdc")
+    samples = acdc_nifti.collect(root, frames="ed-es", level="volume")
+    assert len(samples) == len(GROUP_OF) * 2
+    assert "slice" not in samples[0]
+
+
+def test_nifti_cli_with_site_map_leaves_sources_untouched(tmp_path):
+    root = make_acdc(tmp_path / "acdc")
+    site_map = tmp_path / "sites.csv"
+    site_map.write_text(
+        "patient,site\npatient001,1.5T\npatient002,1.5T\npatient003,3T\npatient004,3T\n"
+    )
+    before = tree_digest(root)
+    output = tmp_path / "out" / "acdc.json"
+    code = run(
+        ["acdc-nifti", str(root), "-o", str(output), "--site-map", str(site_map),
+         "--split", "0.5,0,0.5", "--seed", "1"]
+    )  # fmt: skip
+    assert code == 0
+    assert tree_digest(root) == before  # nothing modified, added or removed
+    datalist = json.loads(output.read_text())
+    assert datalist["provenance"]["site_assignment"] == "site-map"
+    assert datalist["labels"]["0"] == "NOR"
+    split_patients = {k: {e["patient"] for e in datalist[k]} for k in ("training", "test")}
+    assert not split_patients["training"] & split_patients["test"]
+    assert len(split_patients["training"] | split_patients["test"]) == 4
+    sites = {e["patient"]: e["site"] for k in ("training", "test") for e in datalist[k]}
+    assert sites == {"patient001": "1.5T", "patient002": "1.5T", "patient003": "3T",
+                     "patient004": "3T"}  # fmt: skip
+    loaded = load_decathlon_datalist(output, data_list_key="training")
+    assert all(Path(e["image"]).is_file() and Path(e["seg"]).is_file() for e in loaded)
+    with pytest.raises(FileExistsError, match="--overwrite"):
+        run(["acdc-nifti", str(root), "-o", str(output)])
+    assert run(["acdc-nifti", str(root), "-o", str(output), "--overwrite"]) == 0
+
+
+def test_nifti_cli_unknown_site_map_patient(tmp_path):
+    root = make_acdc(tmp_path / "acdc")
+    site_map = tmp_path / "sites.csv"
+    site_map.write_text("patient,site\npatient001,1.5T\npatient002,1.5T\npatient003,3T\n"
+                        "patient004,3T\npatient999,3T\n")  # fmt: skip
+    with pytest.raises(ValueError, match="not in the data: patient999"):
+        run(["acdc-nifti", str(root), "-o", str(tmp_path / "d.json"), "--site-map", str(site_map)])
+    with pytest.raises(ValueError, match=r"in no provider: patient003, patient004"):
+        run(["acdc-nifti", str(root), "-o", str(tmp_path / "d.json"),
+             "--provider", "A=patient001,patient002"])  # fmt: skip
+    assert not (tmp_path / "d.json").exists()
+
+
+def test_info_cfg_errors_name_file_field_and_line(tmp_path):
+    info = tmp_path / "Info.cfg"
+    info.write_text("ED: 1\nES: 3\nHeight: 180\nNbFrame: 4\nWeight: 80\n")
+    with pytest.raises(ValueError, match=r"Info.cfg: missing field\(s\) \['Group'\]"):
+        read_info(info)
+    info.write_text("ED: 1\nES 3\nGroup: NOR\n")
+    with pytest.raises(ValueError, match=r"Info.cfg, line 2: expected 'Key: value'"):
+        read_info(info)
+    info.write_text("ED: 1\nES: 9\nGroup: NOR\nHeight: 1\nNbFrame: 4\nWeight: 1\n")
+    with pytest.raises(ValueError, match=r"ES = 9 is outside 1..NbFrame \(4\)"):
+        read_info(info)
+    info.write_text("ED: one\nES: 2\nGroup: NOR\nHeight: 1\nNbFrame: 4\nWeight: 1\n")
+    with pytest.raises(ValueError, match="field ED is 'one', not a number"):
+        read_info(info)
+    info.write_text("ED: 1\nES: 2\nGroup: XYZ\nHeight: 1\nNbFrame: 4\nWeight: 1\n")
+    with pytest.raises(ValueError, match="unknown pathology group 'XYZ'"):
+        read_info(info)
+    with pytest.raises(FileNotFoundError, match=r"needs an Info\.cfg"):
+        read_info(tmp_path / "absent" / "Info.cfg")
+
+
+def test_nifti_wrong_dimensionality_and_frame_count(tmp_path):
+    root = make_acdc(tmp_path / "acdc", {1: "NOR"})
+    folder = root / "training" / "patient001"
+    write_nifti(folder / "patient001_frame01.nii.gz", np.zeros((*SHAPE, 2), np.int16))
+    with pytest.raises(ValueError, match=r"patient001_frame01.nii.gz: .* must be a 3D volume"):
+        acdc_nifti.collect(root)
+    write_nifti(folder / "patient001_4d.nii.gz", np.zeros((*SHAPE, 5), np.int16))
+    with pytest.raises(ValueError, match=r"5 frames but .*Info.cfg says NbFrame = 4"):
+        acdc_nifti.collect(root, frames="all")
+    write_nifti(folder / "patient001_4d.nii.gz", np.zeros((*SHAPE, N_FRAMES), np.int16))
+    (folder / "patient001_frame03_gt.nii.gz").unlink()
+    with pytest.raises(FileNotFoundError, match=r"patient001_frame03_gt\.nii\.gz not found"):
+        acdc_nifti.collect(root, frames="all")
+    with pytest.raises(FileNotFoundError, match="no patientNNN folders"):
+        acdc_nifti.collect(tmp_path)
+
+
+# --- SSL4MIS h5 release: fixture ------------------------------------------------------
+
+
+def make_h5_release(root: Path) -> Path:
+    data = root / "data"
+    data.mkdir(parents=True)
+    (root / "groups.csv").write_text("patient,group\npatient001,DCM\npatient002,NOR\n")
+    for frame in (1, 2):
+        for s in (1, 2):
+            with h5py.File(data / f"patient001_frame{frame:02d}_slice_{s}.h5", "w") as f:
+                f["image"] = np.zeros((4, 3), np.float32)
+                f["label"] = np.zeros((4, 3), np.uint8)
+        with h5py.File(data / f"patient002_frame{frame:02d}.h5", "w") as f:
+            f["image"] = np.zeros((3, 4, 3), np.float32)
+            f["label"] = np.zeros((3, 4, 3), np.uint8)
+    return root
+
+
+def test_h5_fixture_slices_and_volumes(tmp_path):
+    root = make_h5_release(tmp_path / "h5")
+    samples, skipped = acdc_h5.collect(root)
+    assert skipped == 0 and len(samples) == 4 + 2 * 3
+    two_d = [s for s in samples if s["slice_axis"] is None]
+    assert sorted(s["slice"] for s in two_d) == [0, 0, 1, 1]  # file names count from 1
+    volume = [s for s in samples if s["patient"] == "patient002" and s["frame"] == 2]
+    assert [(s["slice"], s["slice_axis"], s["phase"]) for s in volume] == [
+        (0, 0, "ES"), (1, 0, "ES"), (2, 0, "ES")
+    ]  # fmt: skip
+    assert {s["label"] for s in volume} == {0}  # NOR
+    samples, skipped = acdc_h5.collect(root, level="volume")
+    assert (len(samples), skipped) == (2, 4)
+
+
+def test_h5_errors(tmp_path):
+    root = make_h5_release(tmp_path / "h5")
+    (root / "groups.csv").write_text("patient,group\npatient001,DCM\npatient002,FOO\n")
+    with pytest.raises(ValueError, match=r"groups.csv, line 3: unknown pathology group 'FOO'"):
+        acdc_h5.collect(root)
+    (root / "groups.csv").write_text("patient,group\npatient001,DCM\n")
+    with pytest.raises(ValueError, match=r"patient002 has no row in .*groups.csv"):
+        acdc_h5.collect(root)
+    (root / "groups.csv").write_text("patient,group\npatient001,DCM\npatient002,NOR\n")
+    with h5py.File(root / "data" / "patient002_frame01.h5", "a") as f:
+        del f["label"]
+    with pytest.raises(
+        ValueError, match=r"patient002_frame01.h5: missing dataset\(s\) \['label'\]"
+    ):
+        acdc_h5.collect(root)
+
+
+# --- SSL4MIS h5 release: the real data ------------------------------------------------
+
+
+def test_h5_real_release_counts_and_groups(shared_data, tmp_path):
+    root = shared_data / "acdc_ssl4mis"
+    if not (root / "data").is_dir():
+        pytest.skip(f"{root} absent")
+    samples, _ = acdc_h5.collect(root)
+    two_d = [s for s in samples if s["slice_axis"] is None]
+    three_d = [s for s in samples if s["slice_axis"] == 0]
+    assert len(two_d) == 1312 and len({s["patient"] for s in two_d}) == 70
+    assert len({s["image"] for s in three_d}) == 60 and len({s["patient"] for s in three_d}) == 30
+    assert len(samples) == len((root / "all_slices.list").read_text().split())  # 1902
+    patients = {s["patient"]: s["group"] for s in samples}
+    assert len(patients) == 100 and Counter(patients.values()) == dict.fromkeys(
+        ("DCM", "HCM", "MINF", "NOR", "RV"), 20
+    )
+    assert patients["patient001"] == "DCM" and patients["patient100"] == "RV"
+
+    output = tmp_path / "acdc.json"
+    before = {p: p.stat().st_mtime_ns for p in (root / "groups.csv", root / "train.list")}
+    assert run(["acdc-h5", str(root), "-o", str(output), "--random-sites", "2", "--seed", "5"]) == 0
+    assert {p: p.stat().st_mtime_ns for p in before} == before
+    datalist = json.loads(output.read_text())
+    prov = datalist["provenance"]
+    assert prov["site_assignment"] == "random-stratified (not field strength)"
+    counts = prov["counts"]
+    assert [counts[k]["patients"] for k in ("training", "validation", "test")] == [70, 10, 20]
+    assert sum(counts[k]["entries"] for k in ("training", "validation", "test")) == 1902
+    by_split = {k: {e["patient"] for e in datalist[k]} for k in ("training", "validation", "test")}
+    assert not (
+        by_split["training"] & by_split["test"] or by_split["training"] & by_split["validation"]
+    )
+    test_entries = load_decathlon_datalist(output, data_list_key="test")
+    entry = next(e for e in test_entries if e["slice_axis"] == 0)
+    with h5py.File(entry["image"], "r") as f:
+        assert f["image"].ndim == 3 and 0 <= entry["slice"] < f["image"].shape[0]
+
+
+def test_h5_real_release_split(shared_data, tmp_path):
+    root = shared_data / "acdc_ssl4mis"
+    if not (root / "train.list").is_file():
+        pytest.skip(f"{root} absent")
+    output = tmp_path / "acdc.json"
+    assert run(["acdc-h5", str(root), "-o", str(output), "--split", "release", "--absolute"]) == 0
+    datalist = json.loads(output.read_text())
+    counts = datalist["provenance"]["counts"]
+    assert [counts[k]["patients"] for k in ("training", "validation", "test")] == [70, 10, 20]
+    assert counts["training"]["entries"] == 1312  # the release's train_slices.list
+    assert datalist["provenance"]["split"] == "as given by the source layout"
+    assert Path(datalist["test"][0]["image"]).is_absolute()
