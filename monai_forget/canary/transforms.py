@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -32,7 +33,7 @@ class BurnInText(Transform):
             displayed white of an auto-windowed image).
     """
 
-    backend = [TransformBackends.TORCH, TransformBackends.NUMPY]
+    backend: ClassVar[list[TransformBackends]] = [TransformBackends.TORCH, TransformBackends.NUMPY]
 
     def __init__(
         self,
@@ -65,7 +66,7 @@ class BurnInText(Transform):
 class BurnInTextd(MapTransform):
     """Dictionary version of :class:`BurnInText`, applied to every key in ``keys``."""
 
-    backend = BurnInText.backend
+    backend: ClassVar[list[TransformBackends]] = BurnInText.backend
 
     def __init__(
         self,

@@ -16,9 +16,11 @@ from pydicom.errors import InvalidDicomError
 from pydicom.pixels import get_decoder
 from pydicom.uid import UID
 
-from monai_forget.dicom.errors import InjectionError
+from monai_forget.dicom.errors import InjectionError, NotAnImageError
 
-EXTRA_HINT = "pip install 'monai-forget[jpeg]' (pylibjpeg with its libjpeg, openjpeg and rle plug-ins)"
+EXTRA_HINT = (
+    "pip install 'monai-forget[jpeg]' (pylibjpeg with its libjpeg, openjpeg and rle plug-ins)"
+)
 
 # Photometric interpretations the injector can write back losslessly; the value is
 # what the decoded (as_rgb=False) pixels are, and so what is written.
@@ -50,7 +52,7 @@ def read_dataset(path: str | os.PathLike) -> Dataset:
     try:
         ds = pydicom.dcmread(path)
     except (InvalidDicomError, EOFError, OSError, ValueError) as err:
-        raise InjectionError(
+        raise NotAnImageError(
             f"{path} is not a readable DICOM file ({err.__class__.__name__}); "
             "the injector needs a DICOM Part 10 file with a 'DICM' preamble"
         ) from err
@@ -71,7 +73,7 @@ def check_pixel_data(ds: Dataset, path: str | os.PathLike = "<dataset>") -> None
                 "burn-in canaries are only defined for integer Pixel Data"
             )
     if "PixelData" not in ds:
-        raise InjectionError(f"{path} has no Pixel Data, so there is nothing to burn into")
+        raise NotAnImageError(f"{path} has no Pixel Data, so there is nothing to burn into")
     photometric = str(ds.get("PhotometricInterpretation", "")).strip()
     if photometric == "PALETTE COLOR":
         raise InjectionError(

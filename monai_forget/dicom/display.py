@@ -85,11 +85,13 @@ def _displayed(values: np.ndarray, display: Dataset) -> np.ndarray:
     return apply_voi_lut(apply_modality_lut(values, display), display)
 
 
-def _display_key(display: Dataset) -> tuple:
-    return tuple(
-        (k, str(display[k].value)) for k in (*_DISPLAY_KEYWORDS, "PhotometricInterpretation")
-        if k in display
-    ) + ((display.BitsStored, display.PixelRepresentation),)
+def _display_key(display: Dataset) -> tuple | None:
+    """Hashable identity of the display settings, or None when they hold LUT tables."""
+    if "VOILUTSequence" in display or "ModalityLUTSequence" in display:
+        return None  # tables are not cheaply hashable; evaluate them every time
+    keywords = (*_DISPLAY_KEYWORDS, "PhotometricInterpretation")
+    settings = tuple((k, str(display[k].value)) for k in keywords if k in display)
+    return (*settings, display.BitsStored, display.PixelRepresentation)
 
 
 def _voi_white(display: Dataset) -> int:
@@ -126,6 +128,8 @@ def monochrome_white(display: Dataset, frame_pixels: np.ndarray) -> int:
         inverted = display.PhotometricInterpretation == "MONOCHROME1"
         return int(frame_pixels.min() if inverted else frame_pixels.max())
     key = _display_key(display)
+    if key is None:
+        return _voi_white(display)
     if key not in _WHITE_CACHE:
         if len(_WHITE_CACHE) > 1024:
             _WHITE_CACHE.clear()

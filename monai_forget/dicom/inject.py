@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import io
 import os
@@ -236,18 +235,16 @@ def inject_file(
     check_writable(dst, overwrite)
     hasher = hasher or TextHasher()
     ds = read_dataset(src)
-    result = burn_in(ds, options)
+    try:
+        result = burn_in(ds, options)
+    except ValueError as err:  # name the file: folder runs touch many
+        raise InjectionError(f"{src}: {err}") from err
     if dry_run:
         return manifest_record(result, src, dst, "", hasher)
     data = encode(result.dataset)
     with atomic_write(dst, "wb", overwrite=overwrite) as handle:
         handle.write(data)
     return manifest_record(result, src, dst, hashlib.sha256(data).hexdigest(), hasher)
-
-
-def copy_dataset(ds: Dataset) -> Dataset:
-    """Deep copy, for callers that want to keep the original dataset in memory."""
-    return copy.deepcopy(ds)
 
 
 def as_options(

@@ -32,8 +32,10 @@ def mark_derived(ds: Dataset, source: Dataset, description: str) -> str:
     ds.BurnedInAnnotation = "YES"
 
     image_type = ds.get("ImageType")
-    values = [] if image_type is None else (
-        [image_type] if isinstance(image_type, str) else list(image_type)
+    values = (
+        []
+        if image_type is None
+        else ([image_type] if isinstance(image_type, str) else list(image_type))
     )
     ds.ImageType = ["DERIVED", *values[1:]] if values else ["DERIVED", "SECONDARY"]
 
