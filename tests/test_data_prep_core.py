@@ -242,3 +242,13 @@ def test_datalist_refuses_empty_data(tmp_path):
             description="",
             provenance={},
         )
+
+
+def test_prepare_is_wired_into_the_dispatcher(tmp_path, capsys):
+    from monai_forget.cli import main
+
+    code = main(["prepare", "rsna", str(tmp_path), "-o", str(tmp_path / "d.json")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "stage_2_train_images not found" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "d.json").exists()

@@ -144,7 +144,7 @@ KERMANY = {
                         "person2_virus_6.jpeg", "person3_bacteria_10.jpeg"],
     "val/NORMAL": ["NORMAL2-IM-1430-0001.jpeg"],
     "val/PNEUMONIA": ["person4_virus_1.jpeg"],
-    "test/NORMAL": ["IM-0001-0001.jpeg"],
+    "test/NORMAL": ["IM-0001-0001-0002.jpeg"],
     "test/PNEUMONIA": ["person5_bacteria_1.jpeg", "person6_virus_1.jpeg"],
 }  # fmt: skip
 
@@ -174,6 +174,7 @@ def test_kermany_patients_labels_and_source_split(tmp_path):
         "virus",
     )
     assert train["person1_bacteria_2.jpeg"]["label"] == 1
+    assert datalist["test"][0]["patient"] == "IM-0001"
     assert "subtype" not in train["IM-0115-0001.jpeg"]
     assert train["IM-0115-0001.jpeg"]["label"] == 0
     assert datalist["provenance"]["patients_in_several_splits"] == {}

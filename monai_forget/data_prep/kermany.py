@@ -22,7 +22,8 @@ IMAGE_SUFFIXES = (".jpeg", ".jpg", ".png")
 #: default patient patterns; each has a ``patient`` group, optionally a ``subtype``
 PATTERNS = (
     re.compile(r"^(?P<patient>person\d+)_(?P<subtype>bacteria|virus)_\d+$", re.IGNORECASE),
-    re.compile(r"^(?P<patient>(?:NORMAL2-)?IM-\d+)-\d+$", re.IGNORECASE),
+    # a numbered image of a patient, sometimes with a second counter: IM-0115-0001-0002
+    re.compile(r"^(?P<patient>(?:NORMAL2-)?IM-\d+)(?:-\d+)+$", re.IGNORECASE),
 )
 
 
