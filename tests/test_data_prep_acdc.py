@@ -288,3 +288,41 @@ def test_h5_real_release_split(shared_data, tmp_path):
     assert counts["training"]["entries"] == 1312  # the release's train_slices.list
     assert datalist["provenance"]["split"] == "as given by the source layout"
     assert Path(datalist["test"][0]["image"]).is_absolute()
+
+
+# --- reading referenced slices back ---------------------------------------------------
+
+
+def test_read_array_follows_nifti_references(tmp_path):
+    from monai_forget.data_prep.reading import LoadReferencedSliced, read_array
+
+    root = make_acdc(tmp_path / "acdc", {1: "NOR"})
+    folder = root / "training" / "patient001"
+    es = nib.load(folder / "patient001_frame03.nii.gz").get_fdata()
+    gt = nib.load(folder / "patient001_frame03_gt.nii.gz").get_fdata()
+    cine = acdc_nifti.collect(root, frames="all")
+    entry = next(s for s in cine if s["frame"] == 3 and s["slice"] == 2)
+    np.testing.assert_array_equal(read_array(entry), es[:, :, 2])
+    np.testing.assert_array_equal(read_array(entry, "seg"), gt[:, :, 2])
+    loaded = LoadReferencedSliced(keys=("image", "seg"))(entry)
+    assert loaded["image"].shape == (1, *SHAPE[:2]) and loaded["image"].dtype == np.float32
+    assert loaded["patient"] == "patient001"
+    volume = acdc_nifti.collect(root, level="volume")[0]
+    assert read_array(volume).shape == SHAPE
+    with pytest.raises(ValueError, match=r"index 7 outside 0\.\.2"):
+        read_array(dict(entry, slice=7))
+
+
+def test_read_array_real_h5(shared_data):
+    from monai_forget.data_prep.reading import read_array
+
+    data = shared_data / "acdc_ssl4mis" / "data"
+    if not data.is_dir():
+        pytest.skip(f"{data} absent")
+    volume = data / "patient001_frame01.h5"
+    entry = {"image": volume, "seg": volume, "slice": 4, "slice_axis": 0}
+    with h5py.File(volume, "r") as f:
+        np.testing.assert_array_equal(read_array(entry), f["image"][4])
+        np.testing.assert_array_equal(read_array(entry, "seg"), f["label"][4])
+    two_d = data / "patient003_frame01_slice_1.h5"
+    assert read_array({"image": two_d, "slice": 0, "slice_axis": None}).ndim == 2

@@ -3,7 +3,8 @@
 One module per source layout (``acdc_nifti``, ``acdc_h5``, ``medmnist``, ``kermany``,
 ``covidx``, ``rsna``) turns a dataset folder into samples; ``sites`` assigns providers,
 ``splits`` makes the patient-level split and ``datalist`` assembles and writes the JSON
-that ``monai.data.load_decathlon_datalist`` reads. Sources are only ever read.
+that ``monai.data.load_decathlon_datalist`` reads; ``reading`` turns an entry that
+references a volume slice back into pixels. Sources are only ever read.
 The ``monai-forget prepare`` sub-command (``monai_forget.cli.prepare``) drives them.
 """
 
