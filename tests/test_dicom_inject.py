@@ -59,9 +59,10 @@ def frames_of(ds: pydicom.Dataset) -> np.ndarray:
 def window(ds: pydicom.Dataset) -> tuple[float, float] | None:
     if "WindowCenter" not in ds:
         return None
-    c, w = ds.WindowCenter, ds.WindowWidth
-    first = lambda v: float(v[0]) if isinstance(v, pydicom.multival.MultiValue) else float(v)
-    return first(c), first(w)
+    values = [ds.WindowCenter, ds.WindowWidth]
+    # several windows: viewers start with the first
+    c, w = (float(v[0]) if isinstance(v, pydicom.multival.MultiValue) else float(v) for v in values)
+    return c, w
 
 
 def assert_displayed_white(ds_in, reference, frame, stored, photometric_out):
