@@ -163,6 +163,9 @@ def test_info_cfg_errors_name_file_field_and_line(tmp_path):
     info.write_text("ED: one\nES: 2\nGroup: NOR\nHeight: 1\nNbFrame: 4\nWeight: 1\n")
     with pytest.raises(ValueError, match="field ED is 'one', not a number"):
         read_info(info)
+    info.write_text("ED: 1.5\nES: 2\nGroup: NOR\nHeight: 1\nNbFrame: 4\nWeight: 1\n")
+    with pytest.raises(ValueError, match=r"field ED is '1\.5', not a whole number"):
+        read_info(info)
     info.write_text("ED: 1\nES: 2\nGroup: XYZ\nHeight: 1\nNbFrame: 4\nWeight: 1\n")
     with pytest.raises(ValueError, match="unknown pathology group 'XYZ'"):
         read_info(info)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,19 +65,28 @@ def read_info(path: str | Path) -> Info:
     if missing:
         raise ValueError(f"{path}: missing field(s) {missing}; expected {list(_INFO_FIELDS)}")
 
-    def number(key: str, kind: type) -> int | float:
+    def number(key: str) -> float:
         try:
-            return kind(float(values[key])) if kind is int else kind(values[key])
+            value = float(values[key])
         except ValueError:
-            raise ValueError(f"{path}: field {key} is {values[key]!r}, not a number") from None
+            value = math.nan
+        if not math.isfinite(value):
+            raise ValueError(f"{path}: field {key} is {values[key]!r}, not a number")
+        return value
+
+    def integer(key: str) -> int:
+        value = number(key)
+        if not value.is_integer():
+            raise ValueError(f"{path}: field {key} is {values[key]!r}, not a whole number")
+        return int(value)
 
     info = Info(
-        ed=int(number("ED", int)),
-        es=int(number("ES", int)),
+        ed=integer("ED"),
+        es=integer("ES"),
         group=values["Group"],
-        height=float(number("Height", float)),
-        nb_frame=int(number("NbFrame", int)),
-        weight=float(number("Weight", float)),
+        height=number("Height"),
+        nb_frame=integer("NbFrame"),
+        weight=number("Weight"),
     )
     group_label(info.group, str(path))
     for key, frame in (("ED", info.ed), ("ES", info.es)):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import defaultdict
 from collections.abc import Mapping
@@ -58,8 +59,10 @@ def split_patients(
     cumulative = np.cumsum(fractions)
     cumulative[-1] = 1.0  # guard against float round-off losing the last patient
 
-    def cuts(position: int) -> list[int]:
-        return [math.floor(position * c + 0.5) for c in cumulative]
+    def counts_before(position: int) -> list[int]:
+        """Patients per split among the first ``position`` (rounded cumulative cuts)."""
+        bounds = [0] + [math.floor(position * c + 0.5) for c in cumulative]
+        return [b - a for a, b in itertools.pairwise(bounds)]
 
     by_stratum: dict[str, list[str]] = defaultdict(list)
     for patient, stratum in strata.items():
@@ -69,11 +72,8 @@ def split_patients(
     for stratum in sorted(by_stratum):
         members = sorted(by_stratum[stratum])
         order = [members[i] for i in rng.permutation(len(members))]
-        start, stop = cuts(offset), cuts(offset + len(members))
-        counts = [
-            (stop[k] - (stop[k - 1] if k else 0)) - (start[k] - (start[k - 1] if k else 0))
-            for k in range(3)
-        ]
+        start, stop = counts_before(offset), counts_before(offset + len(members))
+        counts = [b - a for a, b in zip(start, stop, strict=True)]
         position = 0
         for name, count in zip(SPLITS, counts, strict=True):
             for patient in order[position : position + count]:
