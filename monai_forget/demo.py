@@ -20,11 +20,13 @@ from monai_forget.data import LabelledImages, concat, load_digits
 from monai_forget.io import check_writable
 from monai_forget.shadow import ShadowTrainer, SupervisedRecipe
 
-# The consortium's training design ("the same design" the auditor is told about).
+# The consortium's training design ("the same design" the auditor is told about). A
+# fixed step budget gives every model the same optimisation effort whatever its data
+# size, so confidence differences reflect membership rather than training length.
 DIGITS_RECIPE = SupervisedRecipe(
     network="mlp",
     network_args={"in_shape": (1, 8, 8), "num_classes": 10, "hidden": (256,)},
-    epochs=40,
+    steps=1500,
     batch_size=32,
     learning_rate=1e-3,
 )

@@ -60,7 +60,9 @@ class SupervisedRecipe:
     Args:
         network: name understood by :func:`monai_forget.networks.get_network`.
         network_args: keyword arguments of that network.
-        epochs: passes over the training data.
+        epochs: passes over the training data (ignored when ``steps`` is set).
+        steps: train for exactly this many mini-batch updates, whatever the data size,
+            so models trained on sets of different sizes get the same optimisation budget.
         batch_size: mini-batch size; batches are shuffled with a generator seeded per run.
         learning_rate: optimiser step size.
         optimizer: ``"adam"`` or ``"sgd"``.
@@ -72,6 +74,7 @@ class SupervisedRecipe:
     network: str
     network_args: Mapping[str, Any] = field(default_factory=dict)
     epochs: int = 30
+    steps: int | None = None
     batch_size: int = 64
     learning_rate: float = 1e-3
     optimizer: str = "adam"
@@ -82,8 +85,8 @@ class SupervisedRecipe:
     def __post_init__(self) -> None:
         if self.optimizer not in ("adam", "sgd"):
             raise ValueError(f"optimizer must be 'adam' or 'sgd', got {self.optimizer!r}")
-        if self.epochs < 1 or self.batch_size < 1:
-            raise ValueError("epochs and batch_size must be positive integers")
+        if self.epochs < 1 or self.batch_size < 1 or (self.steps is not None and self.steps < 1):
+            raise ValueError("epochs, steps and batch_size must be positive integers")
 
     @classmethod
     def from_dict(cls, spec: Mapping[str, Any]) -> SupervisedRecipe:
@@ -119,15 +122,23 @@ class SupervisedRecipe:
     ) -> None:
         from monai.engines import SupervisedTrainer
 
-        loader = torch.utils.data.DataLoader(
-            data.to_dataset(),
-            batch_size=self.batch_size,
-            shuffle=True,
-            generator=torch.Generator().manual_seed(seed),
-        )
+        dataset = data.to_dataset()
+        generator = torch.Generator().manual_seed(seed)
+        epochs = self.epochs
+        if self.steps is not None:
+            # One "epoch" of exactly `steps` batches drawn from repeated reshuffles.
+            sampler = torch.utils.data.RandomSampler(
+                dataset, num_samples=self.steps * self.batch_size, generator=generator
+            )
+            loader = torch.utils.data.DataLoader(dataset, self.batch_size, sampler=sampler)
+            epochs = 1
+        else:
+            loader = torch.utils.data.DataLoader(
+                dataset, self.batch_size, shuffle=True, generator=generator
+            )
         trainer = SupervisedTrainer(
             device=device,
-            max_epochs=self.epochs,
+            max_epochs=epochs,
             train_data_loader=loader,
             network=model.to(device),
             optimizer=self._optimizer(model),

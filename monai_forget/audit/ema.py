@@ -104,7 +104,8 @@ def fit_ema_thresholds(
 ) -> EMAThresholds:
     """EMA Step 1 calibration (Huang et al. 2021, Alg. 1): per-class, per-metric thresholds.
 
-    For every metric and class, the threshold maximises the balanced accuracy
+    Correctness is a fixed rule (member iff correctly classified, as in Song & Mittal
+    2021). For every other metric and class, the threshold maximises the balanced accuracy
     0.5 * (TPR + TNR) between the calibration members (samples the reference model was
     trained on) and non-members (held-out calibration samples), found by
     :func:`monai_forget.stats.best_balanced_threshold`. A class with no member or no
@@ -131,6 +132,14 @@ def fit_ema_thresholds(
         if not (np.any(member_cls == c) and np.any(nonmember_cls == c))
     )
     for metric in metrics:
+        if metric == "correctness":
+            # Song & Mittal 2021 (Sec. 3.2) infer membership from correctness by a fixed
+            # rule, member iff correctly classified: no threshold is learned.
+            thresholds[metric] = np.ones(num_classes)
+            accuracy[metric] = _correctness_accuracy(
+                member_scores[metric], nonmember_scores[metric], member_cls, nonmember_cls, num_classes
+            )
+            continue
         pooled = best_balanced_threshold(member_scores[metric], nonmember_scores[metric])
         thresholds[metric] = np.full(num_classes, pooled.threshold)
         accuracy[metric] = np.full(num_classes, pooled.balanced_accuracy)
@@ -141,6 +150,22 @@ def fit_ema_thresholds(
             thresholds[metric][c] = best.threshold
             accuracy[metric][c] = best.balanced_accuracy
     return EMAThresholds(thresholds, accuracy, threshold_by, fallback)
+
+
+def _correctness_accuracy(
+    member: np.ndarray,
+    nonmember: np.ndarray,
+    member_cls: np.ndarray,
+    nonmember_cls: np.ndarray,
+    num_classes: int,
+) -> np.ndarray:
+    """Per-class calibration balanced accuracy of the fixed rule "member iff correct"."""
+    out = np.full(num_classes, np.nan)
+    for c in range(num_classes):
+        m, n = member[member_cls == c], nonmember[nonmember_cls == c]
+        if len(m) and len(n):
+            out[c] = 0.5 * (np.mean(m >= 1.0) + np.mean(n < 1.0))
+    return out
 
 
 def ema_membership(probs: np.ndarray, labels: np.ndarray, thresholds: EMAThresholds) -> np.ndarray:
