@@ -122,6 +122,41 @@ def _voi_white(display: Dataset) -> int:
 _WHITE_CACHE: dict[tuple, int] = {}
 
 
+def frame_white(ds: Dataset, frame: int, frame_pixels: np.ndarray) -> int:
+    """Stored value displayed as white for ``frame`` of the monochrome dataset ``ds``.
+
+    A fast path serves the common case (top-level window, no LUT tables, no functional
+    groups) from the cache without building the per-frame display dataset.
+    """
+    simple = not any(
+        k in ds
+        for k in (
+            "SharedFunctionalGroupsSequence",
+            "PerFrameFunctionalGroupsSequence",
+            "VOILUTSequence",
+            "ModalityLUTSequence",
+        )
+    )
+    if simple and any(ds.get(k) not in (None, "") for k in _VOI_KEYWORDS):
+        key = (
+            *((k, str(ds[k].value)) for k in _DISPLAY_KEYWORDS if k in ds),
+            ("PhotometricInterpretation", str(ds.PhotometricInterpretation)),
+            ds.BitsStored,
+            ds.PixelRepresentation,
+        )
+        if key in _FAST_CACHE:
+            return _FAST_CACHE[key]
+        white = monochrome_white(frame_display_dataset(ds, frame), frame_pixels)
+        if len(_FAST_CACHE) > 1024:
+            _FAST_CACHE.clear()
+        _FAST_CACHE[key] = white
+        return white
+    return monochrome_white(frame_display_dataset(ds, frame), frame_pixels)
+
+
+_FAST_CACHE: dict[tuple, int] = {}
+
+
 def monochrome_white(display: Dataset, frame_pixels: np.ndarray) -> int:
     """Stored value displayed as white for one monochrome frame (see module docs)."""
     if not has_voi(display):

@@ -20,7 +20,7 @@ from monai_forget.dicom.decode import (
     read_dataset,
     transfer_syntax,
 )
-from monai_forget.dicom.display import colour_white, frame_display_dataset, monochrome_white
+from monai_forget.dicom.display import colour_white, frame_white
 from monai_forget.dicom.errors import InjectionError
 from monai_forget.dicom.hashing import TextHasher
 from monai_forget.dicom.names import display_name
@@ -129,7 +129,7 @@ def burn_in(ds: Dataset, options: BurnInOptions | None = None) -> BurnInResult:
     values: list = []
     for f in frames:
         if photometric.startswith("MONOCHROME"):
-            white = monochrome_white(frame_display_dataset(ds, f), pixels[f, ..., 0])
+            white = frame_white(ds, f, pixels[f, ..., 0])
             values.append(white)
             fill = np.array([white])
         else:
@@ -170,9 +170,13 @@ def burn_in(ds: Dataset, options: BurnInOptions | None = None) -> BurnInResult:
 
 
 def encode(ds: Dataset) -> bytes:
-    """Serialise ``ds`` as a DICOM Part 10 file."""
+    """Serialise ``ds`` as a DICOM Part 10 file (preamble, file meta, dataset)."""
     buffer = io.BytesIO()
-    ds.save_as(buffer, enforce_file_format=True)
+    # A dataset read from a Part 10 file already has a preamble and file meta (kept up
+    # to date by set_pixel_data and mark_derived); pydicom's enforce_file_format check
+    # costs a deep copy per file, so it only runs when something is missing.
+    complete = getattr(ds, "preamble", None) and "TransferSyntaxUID" in ds.get("file_meta", {})
+    ds.save_as(buffer, enforce_file_format=not complete)
     return buffer.getvalue()
 
 
