@@ -209,3 +209,27 @@ def test_overwrite_replaces_existing_output(tmp_path):
     second = inject_file(real_file("MR_small.dcm"), dst, BurnInOptions(text="B"), overwrite=True)
     assert first["new_sop_instance_uid"] != second["new_sop_instance_uid"]
     assert pydicom.dcmread(dst).SOPInstanceUID == second["new_sop_instance_uid"]
+
+
+def _voi_item(center: float, width: float) -> pydicom.Dataset:
+    voi = pydicom.Dataset()
+    voi.WindowCenter, voi.WindowWidth = center, width
+    group = pydicom.Dataset()
+    group.FrameVOILUTSequence = [voi]
+    return group
+
+
+@pytest.mark.parametrize(("per_frame", "expected"), [(False, 199), (True, 59)])
+def test_functional_group_windows_decide_white(tmp_path, per_frame, expected):
+    """Enhanced objects carry the window in functional groups; per-frame wins."""
+    ds = pydicom.dcmread(real_file("MR_small.dcm"))
+    del ds.WindowCenter, ds.WindowWidth
+    ds.SharedFunctionalGroupsSequence = [_voi_item(100, 200)]  # top edge 199
+    if per_frame:
+        ds.PerFrameFunctionalGroupsSequence = [_voi_item(50, 20)]  # top edge 59
+    src = tmp_path / "enhanced.dcm"
+    ds.save_as(src)
+    record = inject_file(src, tmp_path / "out.dcm", BurnInOptions(text="A"))
+    assert record["value"] == [expected]
+    out = frames_of(pydicom.dcmread(tmp_path / "out.dcm"))[0, ..., 0]
+    assert (out[1:6, 1:6][render_text("A")] == expected).all()

@@ -15,6 +15,7 @@ from monai_forget.dicom.errors import InjectionError, NotAnImageError
 from monai_forget.dicom.hashing import TextHasher
 from monai_forget.dicom.inject import BurnInOptions, inject_file
 from monai_forget.dicom.raster import inject_nifti, inject_png, is_nifti, is_png
+from monai_forget.io import atomic_write
 
 Progress = Callable[[Iterable[Path]], Iterable[Path]]
 
@@ -49,11 +50,18 @@ def _is_image(path: Path) -> bool:
 
 
 def _copy(src: Path, dst: Path, final: Path) -> dict:
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(src, dst)
-    with open(dst, "rb") as handle:
-        sha = hashlib.file_digest(handle, "sha256").hexdigest()
-    return {"action": "copied", "input": str(src), "output": str(final), "output_sha256": sha}
+    """Copy ``src`` byte for byte (atomically, hashing on the way) and record it."""
+    digest = hashlib.sha256()
+    with open(src, "rb") as source, atomic_write(dst, "wb") as target:
+        for chunk in iter(lambda: source.read(1 << 20), b""):
+            digest.update(chunk)
+            target.write(chunk)
+    return {
+        "action": "copied",
+        "input": str(src),
+        "output": str(final),
+        "output_sha256": digest.hexdigest(),
+    }
 
 
 def _check_paths(src: Path, dst: Path, overwrite: bool) -> None:
