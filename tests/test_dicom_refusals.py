@@ -144,3 +144,11 @@ def test_display_name_viewer_order_and_refusal_without_leaking():
     with pytest.raises(InjectionError, match="outside the typeface") as err:
         display_name("O_Brien^Ann")
     assert "Brien" not in str(err.value), "the message must not repeat PHI"
+
+
+def test_missing_sop_instance_uid(tmp_path):
+    ds = pydicom.dcmread(real_file("MR_small.dcm"))
+    del ds.SOPInstanceUID
+    src = tmp_path / "no_uid.dcm"
+    ds.save_as(src)
+    refuse(src, tmp_path / "out", "no SOPInstanceUID", text="A")

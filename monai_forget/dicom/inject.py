@@ -117,6 +117,12 @@ def burn_in(ds: Dataset, options: BurnInOptions | None = None) -> BurnInResult:
     mask = render_text(text, scale)
     check_fits(mask.shape, options.position, (rows, cols))
 
+    missing = [k for k in ("SOPClassUID", "SOPInstanceUID") if not ds.get(k)]
+    if missing:
+        raise InjectionError(
+            f"the dataset has no {' or '.join(missing)}, so the derived image could not "
+            "reference its source; fix the header first"
+        )
     original = Dataset()
     original.SOPClassUID = ds.SOPClassUID
     original.SOPInstanceUID = ds.SOPInstanceUID
