@@ -108,24 +108,32 @@ def injector(files: list[Path], out: Path) -> None:
         inject_file(path, out / path.name, options)
 
 
-def best_time(
-    run: Callable[[list[Path], Path], None], files: list[Path], work: Path, repeats: int
-) -> float:
-    """Fastest of ``repeats`` runs, each into a fresh output folder."""
-    times = []
+def best_times(
+    runs: dict[str, Callable[[list[Path], Path], None]],
+    files: list[Path],
+    work: Path,
+    repeats: int,
+) -> dict[str, float]:
+    """Fastest of ``repeats`` runs per method, each into a fresh output folder.
+
+    The methods take turns within each repeat, so a change in machine load (the CPU is
+    shared) hits all of them alike.
+    """
+    times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeats):
-        out = Path(tempfile.mkdtemp(dir=work))
-        start = time.perf_counter()
-        run(files, out)
-        times.append(time.perf_counter() - start)
-        shutil.rmtree(out)
-    return min(times)
+        for name, run in runs.items():
+            out = Path(tempfile.mkdtemp(dir=work))
+            start = time.perf_counter()
+            run(files, out)
+            times[name].append(time.perf_counter() - start)
+            shutil.rmtree(out)
+    return {name: min(values) for name, values in times.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=500, help="number of slices (>= 500)")
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="canary-bench-") as tmp:
@@ -143,15 +151,17 @@ def main() -> None:
         shape = pydicom.dcmread(files[0]).pixel_array.shape
         print(f"data: {what}; first slice {shape[0]}x{shape[1]}")
 
-        plain_copy(files, Path(tempfile.mkdtemp(dir=work)))  # warm the page cache
-        baseline = best_time(plain_copy, files, work, args.repeats)
-        same_io = best_time(atomic_copy, files, work, args.repeats)
-        per_file = best_time(injector, files, work, args.repeats)
-
         def tree(_files: list[Path], out: Path) -> None:
             inject_tree(src, out / "tree", BurnInOptions(text="JOHN DOE"), all_files=True)
 
-        folder = best_time(tree, files, work, args.repeats)
+        plain_copy(files, Path(tempfile.mkdtemp(dir=work)))  # warm the page cache
+        best = best_times(
+            {"plain": plain_copy, "atomic": atomic_copy, "file": injector, "tree": tree},
+            files,
+            work,
+            args.repeats,
+        )
+        baseline, same_io, per_file, folder = (best[k] for k in ("plain", "atomic", "file", "tree"))
 
     n = len(files)
     print(f"plain pydicom read + write: {n / baseline:8.1f} files/s ({baseline:.2f} s)")
