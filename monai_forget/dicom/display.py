@@ -118,47 +118,13 @@ def _voi_white(display: Dataset) -> int:
     return int(lo)
 
 
-# Folders of slices share display settings: evaluate each setting once per process.
-_WHITE_CACHE: dict[tuple, int] = {}
-
-
-def frame_white(ds: Dataset, frame: int, frame_pixels: np.ndarray) -> int:
-    """Stored value displayed as white for ``frame`` of the monochrome dataset ``ds``.
-
-    A fast path serves the common case (top-level window, no LUT tables, no functional
-    groups) from the cache without building the per-frame display dataset.
-    """
-    simple = not any(
-        k in ds
-        for k in (
-            "SharedFunctionalGroupsSequence",
-            "PerFrameFunctionalGroupsSequence",
-            "VOILUTSequence",
-            "ModalityLUTSequence",
-        )
-    )
-    if simple and any(ds.get(k) not in (None, "") for k in _VOI_KEYWORDS):
-        key = (
-            *((k, str(ds[k].value)) for k in _DISPLAY_KEYWORDS if k in ds),
-            ("PhotometricInterpretation", str(ds.PhotometricInterpretation)),
-            ds.BitsStored,
-            ds.PixelRepresentation,
-        )
-        if key in _FAST_CACHE:
-            return _FAST_CACHE[key]
-        white = monochrome_white(frame_display_dataset(ds, frame), frame_pixels)
-        if len(_FAST_CACHE) > 1024:
-            _FAST_CACHE.clear()
-        _FAST_CACHE[key] = white
-        return white
-    return monochrome_white(frame_display_dataset(ds, frame), frame_pixels)
-
-
-_FAST_CACHE: dict[tuple, int] = {}
-
-
 def monochrome_white(display: Dataset, frame_pixels: np.ndarray) -> int:
-    """Stored value displayed as white for one monochrome frame (see module docs)."""
+    """Stored value displayed as white for one monochrome frame (see module docs).
+
+    Args:
+        display: the frame's display elements (see :func:`frame_display_dataset`).
+        frame_pixels: the frame's stored values, used when there is no VOI transform.
+    """
     if not has_voi(display):
         inverted = display.PhotometricInterpretation == "MONOCHROME1"
         return int(frame_pixels.min() if inverted else frame_pixels.max())
@@ -170,3 +136,20 @@ def monochrome_white(display: Dataset, frame_pixels: np.ndarray) -> int:
             _WHITE_CACHE.clear()
         _WHITE_CACHE[key] = _voi_white(display)
     return _WHITE_CACHE[key]
+
+
+# Folders of slices share display settings: evaluate each setting once per process.
+_WHITE_CACHE: dict[tuple, int] = {}
+_FRAME_GROUPS = ("SharedFunctionalGroupsSequence", "PerFrameFunctionalGroupsSequence")
+
+
+def frame_white(ds: Dataset, frame: int, frame_pixels: np.ndarray) -> int:
+    """Stored value displayed as white for ``frame`` of the monochrome dataset ``ds``.
+
+    Without functional groups the top-level elements are the frame's display
+    elements, so ``ds`` is used directly (building the small per-frame dataset costs
+    more than a cached lookup, which matters for folders of thousands of slices).
+    """
+    if any(k in ds for k in _FRAME_GROUPS):
+        return monochrome_white(frame_display_dataset(ds, frame), frame_pixels)
+    return monochrome_white(ds, frame_pixels)
