@@ -1,0 +1,97 @@
+"""`monai-forget audit ks|ema` end to end on digits files, and its refusals."""
+
+import json
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+from monai_forget.audit import AuditResult
+from monai_forget.cli import main
+from monai_forget.data import concat
+from monai_forget.demo import digits_split
+from monai_forget.shadow import ShadowTrainer, SupervisedRecipe
+
+# The embedded default's design, as a user would write it in a recipe file.
+SPEC = {
+    "network": "mlp",
+    "network_args": {"in_shape": [1, 8, 8], "num_classes": 10, "hidden": [256]},
+    "steps": 1500,
+    "batch_size": 32,
+}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli")
+    sets = digits_split(seed=0)
+    recipe = SupervisedRecipe.from_dict(SPEC)
+    target = ShadowTrainer(recipe).train(concat(sets["A"], sets["C"]), seed=0)
+    torch.save(target.state_dict(), root / "target.pt")
+    for name in ("A", "B", "calibration"):
+        np.savez(root / f"{name}.npz", images=sets[name].images, labels=sets[name].labels)
+    (root / "recipe.json").write_text(json.dumps(SPEC))
+    return root
+
+
+def _args(files, method, query, out, *extra):
+    return [
+        "audit", method, "--model", str(files / "target.pt"), "--network", "mlp",
+        "--network-args", json.dumps(SPEC["network_args"]), "--query", str(files / f"{query}.npz"),
+        "--calibration", str(files / "calibration.npz"), "--recipe", str(files / "recipe.json"),
+        "--out", str(out), "--cache-dir", str(files / "cache"), *extra,
+    ]  # fmt: skip
+
+
+def test_ema_audit_writes_result_and_report(files, tmp_path, capsys):
+    assert main(_args(files, "ema", "A", tmp_path / "member")) == 0
+    assert main(_args(files, "ema", "B", tmp_path / "held_out")) == 0
+    member = AuditResult.load(tmp_path / "member" / "result.json")
+    held_out = AuditResult.load(tmp_path / "held_out" / "result.json")
+    assert member.decision == "not forgotten"
+    assert held_out.decision == "forgotten"
+    assert (tmp_path / "member" / "report.html").read_text().count("data:image/png") == 1
+    assert "rho_EMA" in capsys.readouterr().out
+    assert member.provenance["recipe"].startswith("supervised:")
+
+
+def test_ks_audit_and_no_silent_overwrite(files, tmp_path, capsys):
+    out = tmp_path / "ks"
+    assert main(_args(files, "ks", "A", out)) == 0
+    before = (out / "result.json").read_bytes()
+    assert main(_args(files, "ks", "A", out)) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert (out / "result.json").read_bytes() == before
+    assert main(_args(files, "ks", "A", out, "--overwrite")) == 0
+
+
+def test_overlapping_query_and_calibration_refused(files, tmp_path, capsys):
+    args = _args(files, "ks", "calibration", tmp_path / "x")
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "also appear in the calibration set" in err and "remove these samples" in err
+    assert not (tmp_path / "x" / "result.json").exists()
+
+
+class _Payload:
+    def __reduce__(self):
+        return (print, ("arbitrary code ran",))
+
+
+def test_pickled_model_file_refused(files, tmp_path, capsys):
+    bad = tmp_path / "evil.pt"
+    bad.write_bytes(pickle.dumps({"weights": _Payload()}))
+    args = _args(files, "ks", "A", tmp_path / "y")
+    args[args.index("--model") + 1] = str(bad)
+    assert main(args) == 2
+    captured = capsys.readouterr()
+    assert "arbitrary code ran" not in captured.out
+    assert "pickle" in captured.err.lower() or "unsafe" in captured.err.lower()
+
+
+def test_bad_network_args(files, tmp_path, capsys):
+    args = _args(files, "ks", "A", tmp_path / "z")
+    args[args.index("--network-args") + 1] = "{not json"
+    assert main(args) == 2
+    assert "--network-args" in capsys.readouterr().err
