@@ -107,6 +107,9 @@ def test_folder_refusals(tree, tmp_path):
     (out / "old.txt").write_text("x")
     with pytest.raises(FileExistsError, match="not empty"):
         inject_tree(tree, out, BurnInOptions(text="Ab"))
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(FileExistsError, match="is a file"):
+        inject_tree(tree, tmp_path / "afile", BurnInOptions(text="Ab"), overwrite=True)
     with pytest.raises(InjectionError, match="overlaps"):
         inject_tree(tree, tree / "sub", BurnInOptions(text="Ab"))
     with pytest.raises(FileNotFoundError, match=r"canary nope\.dcm"):

@@ -72,7 +72,9 @@ def _check_paths(src: Path, dst: Path, overwrite: bool) -> None:
         raise InjectionError(
             f"output folder {dst} overlaps input folder {src}; choose a separate folder"
         )
-    if dst.exists() and (not dst.is_dir() or any(dst.iterdir())) and not overwrite:
+    if dst.exists() and not dst.is_dir():
+        raise FileExistsError(f"{dst} is a file; a folder input needs an output folder")
+    if dst.exists() and any(dst.iterdir()) and not overwrite:
         raise FileExistsError(
             f"{dst} already exists and is not empty; pass overwrite=True (CLI: --overwrite)"
         )
