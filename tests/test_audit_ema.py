@@ -37,7 +37,7 @@ def _brute_force_score(metric, probs, labels):
         return np.array([sum(p * np.log(p) for p in row if p > 0) for row in probs])
     if metric == "modified_entropy":
         out = []
-        for row, y in zip(probs, labels):
+        for row, y in zip(probs, labels, strict=True):
             value = -(1 - row[y]) * np.log(max(row[y], 1e-30))
             value -= sum(row[i] * np.log(max(1 - row[i], 1e-30)) for i in range(K) if i != y)
             out.append(-value)

@@ -137,7 +137,11 @@ def fit_ema_thresholds(
             # rule, member iff correctly classified: no threshold is learned.
             thresholds[metric] = np.ones(num_classes)
             accuracy[metric] = _correctness_accuracy(
-                member_scores[metric], nonmember_scores[metric], member_cls, nonmember_cls, num_classes
+                member_scores[metric],
+                nonmember_scores[metric],
+                member_cls,
+                nonmember_cls,
+                num_classes,
             )
             continue
         pooled = best_balanced_threshold(member_scores[metric], nonmember_scores[metric])

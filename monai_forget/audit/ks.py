@@ -118,10 +118,10 @@ class KSAuditor(ShadowAuditor):
         label: str = "",
     ) -> AuditResult:
         """The audit from the three models' outputs on D_Q, computed beforehand."""
-        if not (len(target.labels) == len(query_shadow.labels) == len(calibration_shadow.labels)):
+        lengths = (len(target), len(query_shadow), len(calibration_shadow))
+        if len(set(lengths)) != 1:
             raise ValueError(
-                "the three prediction sets must cover the same query samples; got lengths "
-                f"{len(target.labels)}, {len(query_shadow.labels)}, {len(calibration_shadow.labels)}"
+                f"the three prediction sets must cover the same query samples; got lengths {lengths}"
             )
         ratio = ks_calibrated_ratio(
             target.confidence, query_shadow.confidence, calibration_shadow.confidence

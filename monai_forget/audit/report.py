@@ -55,7 +55,7 @@ def ema_figure(result: AuditResult) -> plt.Figure:
         k.removeprefix("query_") for k in result.arrays if k.startswith("query_")
     ]
     fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics), 3.0), squeeze=False)
-    for ax, metric in zip(axes[0], metrics):
+    for ax, metric in zip(axes[0], metrics, strict=True):
         groups = [
             ("query_", "query (target)"),
             ("member_", "calibration members"),
@@ -63,7 +63,7 @@ def ema_figure(result: AuditResult) -> plt.Figure:
         ]
         values = [np.asarray(result.arrays[p + metric], dtype=float) for p, _ in groups]
         bins = np.histogram_bin_edges(np.concatenate(values), bins=30)
-        for v, (_, name) in zip(values, groups):
+        for v, (_, name) in zip(values, groups, strict=True):
             ax.hist(v, bins=bins, density=True, histtype="step", label=name)
         ax.set_title(metric.replace("_", " "), fontsize=9)
         ax.set_xlabel("score (higher = more member-like)", fontsize=8)

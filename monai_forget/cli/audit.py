@@ -61,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         network_args = json.loads(args.network_args)
     except json.JSONDecodeError as err:
-        raise ValueError(f"--network-args is not valid JSON ({err}); e.g. '{{\"num_classes\": 2}}'")
+        raise ValueError(
+            f"--network-args is not valid JSON ({err}); e.g. '{{\"num_classes\": 2}}'"
+        ) from None
     target = load_model(args.model, network=args.network, network_args=network_args)
     query = load_images(args.query, split=args.query_split)
     calibration = load_images(args.calibration, split=args.calibration_split)

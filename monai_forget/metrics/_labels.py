@@ -11,7 +11,7 @@ from monai_forget.scores import check_probabilities
 def to_probs_and_labels(
     y_pred: torch.Tensor | np.ndarray, y: torch.Tensor | np.ndarray, *, from_logits: bool
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Accept labels as indices ``(B,)``/``(B, 1)`` or one-hot ``(B, K)``; validate probabilities."""
+    """Labels as indices ``(B,)``/``(B, 1)`` or one-hot ``(B, K)``; probabilities validated."""
     y_pred = torch.as_tensor(y_pred).detach().cpu().double().numpy()
     y = torch.as_tensor(y).detach().cpu().numpy()
     if y.ndim == 2 and y.shape[1] == 1:
