@@ -121,7 +121,8 @@ class KSAuditor(ShadowAuditor):
         lengths = (len(target), len(query_shadow), len(calibration_shadow))
         if len(set(lengths)) != 1:
             raise ValueError(
-                f"the three prediction sets must cover the same query samples; got lengths {lengths}"
+                "the three prediction sets must cover the same query samples; "
+                f"got lengths {lengths}"
             )
         ratio = ks_calibrated_ratio(
             target.confidence, query_shadow.confidence, calibration_shadow.confidence
