@@ -104,6 +104,9 @@ def test_syntax_without_any_decoder(tmp_path):
 def test_corrupt_compressed_data(tmp_path):
     # pydicom ships this file as an example its decoders cannot read
     refuse(real_file("JPEG-lossy.dcm"), tmp_path / "out", "could not be decoded", text="A")
+    with pytest.raises(InjectionError) as err:
+        inject_file(real_file("JPEG-lossy.dcm"), tmp_path / "o.dcm", BurnInOptions(text="A"))
+    assert "\n" not in str(err.value), "the CLI prints errors on one line"
 
 
 def test_empty_patient_name(tmp_path):

@@ -146,7 +146,8 @@ def editable_pixels(ds: Dataset) -> tuple[np.ndarray, str]:
         arr = np.array(ds.pixel_array, copy=True)
     except (RuntimeError, ValueError, NotImplementedError) as err:
         raise InjectionError(
-            f"the {tsyntax.name} pixel data could not be decoded ({err}); the file may be "
+            f"the {tsyntax.name} pixel data could not be decoded ({' '.join(str(err).split())}); "
+            "the file may be "
             f"corrupt, or another decoder plug-in may help: {EXTRA_HINT}"
         ) from err
     samples = int(ds.get("SamplesPerPixel", 1))
