@@ -15,7 +15,7 @@ from monai_forget.dicom.errors import InjectionError, NotAnImageError
 from monai_forget.dicom.hashing import TextHasher
 from monai_forget.dicom.inject import BurnInOptions, inject_file
 from monai_forget.dicom.raster import inject_nifti, inject_png, is_nifti, is_png
-from monai_forget.io import atomic_write
+from monai_forget.io import atomic_write, sync_all
 
 Progress = Callable[[Iterable[Path]], Iterable[Path]]
 
@@ -28,15 +28,22 @@ def inject_any(
     overwrite: bool = False,
     dry_run: bool = False,
     hasher: TextHasher | None = None,
+    durable: bool = True,
 ) -> dict:
-    """Burn text into one file, choosing PNG, NIfTI or DICOM by the file name."""
+    """Burn text into one file, choosing PNG, NIfTI or DICOM by the file name.
+
+    ``durable=False`` skips the per-file fsync (for files staged in a private folder
+    that is synced once and published by rename).
+    """
     if is_png(src):
         injector = inject_png
     elif is_nifti(src):
         injector = inject_nifti
     else:
         injector = inject_file
-    return injector(src, dst, options, overwrite=overwrite, dry_run=dry_run, hasher=hasher)
+    return injector(
+        src, dst, options, overwrite=overwrite, dry_run=dry_run, hasher=hasher, durable=durable
+    )
 
 
 def _is_image(path: Path) -> bool:
@@ -52,7 +59,7 @@ def _is_image(path: Path) -> bool:
 def _copy(src: Path, dst: Path, final: Path) -> dict:
     """Copy ``src`` byte for byte (atomically, hashing on the way) and record it."""
     digest = hashlib.sha256()
-    with open(src, "rb") as source, atomic_write(dst, "wb") as target:
+    with open(src, "rb") as source, atomic_write(dst, "wb", durable=False) as target:
         for chunk in iter(lambda: source.read(1 << 20), b""):
             digest.update(chunk)
             target.write(chunk)
@@ -156,7 +163,7 @@ def inject_tree(
             record = None
             if target is None or path == target:
                 try:
-                    record = inject_any(path, staged, options, hasher=hasher)
+                    record = inject_any(path, staged, options, hasher=hasher, durable=False)
                 except NotAnImageError:
                     if path == target:
                         raise
@@ -164,6 +171,7 @@ def inject_tree(
                 record = _copy(path, staged, final)
             record["output"] = str(final)
             records.append(record)
+        sync_all()  # one flush for the whole staged tree instead of one fsync per file
         _publish(stage, dst, overwrite)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)

@@ -227,6 +227,7 @@ def inject_file(
     overwrite: bool = False,
     dry_run: bool = False,
     hasher: TextHasher | None = None,
+    durable: bool = True,
 ) -> dict:
     """Burn canary text into the DICOM file ``src`` and write it atomically to ``dst``.
 
@@ -252,7 +253,7 @@ def inject_file(
     if dry_run:
         return manifest_record(result, src, dst, "", hasher)
     data = encode(result.dataset)
-    with atomic_write(dst, "wb", overwrite=overwrite) as handle:
+    with atomic_write(dst, "wb", overwrite=overwrite, durable=durable) as handle:
         handle.write(data)
     return manifest_record(result, src, dst, hashlib.sha256(data).hexdigest(), hasher)
 

@@ -111,6 +111,7 @@ def inject_nifti(
     overwrite: bool = False,
     dry_run: bool = False,
     hasher: TextHasher | None = None,
+    durable: bool = True,
 ) -> dict:
     """Burn text into a NIfTI volume and write it atomically (same header and affine)."""
     src, dst = Path(src), Path(dst)
@@ -129,7 +130,7 @@ def inject_nifti(
     payload = new.to_bytes()
     if str(dst).lower().endswith(".gz"):
         payload = gzip.compress(payload, mtime=0)
-    with atomic_write(dst, "wb", overwrite=overwrite) as handle:
+    with atomic_write(dst, "wb", overwrite=overwrite, durable=durable) as handle:
         handle.write(payload)
     sha = hashlib.sha256(payload).hexdigest()
     return _record(src, dst, options, mask, scale, frames, value, sha, hasher)
@@ -143,6 +144,7 @@ def inject_png(
     overwrite: bool = False,
     dry_run: bool = False,
     hasher: TextHasher | None = None,
+    durable: bool = True,
 ) -> dict:
     """Burn text into a PNG at full-range white (alpha made opaque) and write it."""
     src, dst = Path(src), Path(dst)
@@ -171,7 +173,7 @@ def inject_png(
     buffer = io.BytesIO()
     Image.fromarray(out).save(buffer, format="PNG")
     payload = buffer.getvalue()
-    with atomic_write(dst, "wb", overwrite=overwrite) as handle:
+    with atomic_write(dst, "wb", overwrite=overwrite, durable=durable) as handle:
         handle.write(payload)
     sha = hashlib.sha256(payload).hexdigest()
     return _record(src, dst, options, mask, scale, None, value_list, sha, hasher)
