@@ -1,0 +1,57 @@
+"""Memorisation elimination: make a (federated) model forget one user, and measure it.
+
+Implements Liu, Ma, Liu & Ma, "Learn to Forget: User-Level Memorization Elimination in
+Federated Learning" (Forsaken, arXiv:2003.10933, 2020): Definition 2 (totally
+forgotten), Protocol 1 (the dummy-gradient generator), Protocol 2 (SecForget, in
+:mod:`monai_forget.unlearning.fl` on NVIDIA FLARE), the membership oracle and the
+forgetting rate (Section IV-A), and the natural / forcible / retraining baselines
+(Section IV-B). Everything except :mod:`~monai_forget.unlearning.fl` works on any
+PyTorch/MONAI classifier without FLARE.
+"""
+
+from monai_forget.unlearning.baselines import (
+    accumulate_updates,
+    forcible_forgetting,
+    natural_forgetting,
+    retrain_from_scratch,
+)
+from monai_forget.unlearning.dummy_gradient import (
+    DummyGradientGenerator,
+    DummyGradientResult,
+    Eq4Terms,
+    apply_dummy_gradient,
+    sgd_step,
+)
+from monai_forget.unlearning.forgetting import (
+    forgetting_degree,
+    totally_forgotten,
+    uniform_distance,
+    uniform_vector,
+)
+from monai_forget.unlearning.oracle import MembershipOracle, oracle_features
+from monai_forget.unlearning.rate import (
+    ForgettingRate,
+    forgetting_rate,
+    forgetting_rate_from_counts,
+)
+
+__all__ = [
+    "DummyGradientGenerator",
+    "DummyGradientResult",
+    "Eq4Terms",
+    "ForgettingRate",
+    "MembershipOracle",
+    "accumulate_updates",
+    "apply_dummy_gradient",
+    "forcible_forgetting",
+    "forgetting_degree",
+    "forgetting_rate",
+    "forgetting_rate_from_counts",
+    "natural_forgetting",
+    "oracle_features",
+    "retrain_from_scratch",
+    "sgd_step",
+    "totally_forgotten",
+    "uniform_distance",
+    "uniform_vector",
+]

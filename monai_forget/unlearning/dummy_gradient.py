@@ -1,0 +1,384 @@
+"""The dummy-gradient generator (Protocol 1, DummyG) of Liu et al. 2020.
+
+Liu, Ma, Liu & Ma, "Learn to Forget: User-Level Memorization Elimination in Federated
+Learning" (arXiv:2003.10933, 2020). A user who withdraws holds its elimination set
+``D_e`` and the current model ``W_0``. It initialises a dummy gradient ``∇'`` with the
+shapes of the model's parameters and tiny random values, and for ``e = 1..E``:
+
+1. applies ``∇'`` to a copy of the model as SGD would (Protocol 1):
+   ``W'_e = W_{e-1} - (η / |D_e|) ∇'`` (the SGD step with the *summed* gradient of
+   ``|D_e|`` samples, learning rate ``η``);
+2. runs ``D_e`` through the updated copy (``torch.func.functional_call``, so the
+   autograd graph reaches ``∇'``);
+3. optimises ``∇'`` (L-BFGS or Adam) on Eq. 4::
+
+       L(∇') = 1/|D_e| Σ_{x ∈ D_e} || F(x; W'_e) - U ||_2^2      (distance to uniform, Def. 2)
+             + λ_s || (η / |D_e|) ∇' ||_2^2                     (step-length constraint)
+             + λ_r || W'_e - W_0 ||_2^2                          (change to the original model)
+
+4. moves the copy to ``W_e = W'_e`` with the optimised ``∇'_e``.
+
+It returns the summed dummy gradient ``G = Σ_e ∇'_e``, so that one SGD step with ``G``
+from the original model, ``W_0 - (η / |D_e|) G``, is the generator's final model
+``W_E``. In federated training (Protocol 2, SecForget, :mod:`monai_forget.unlearning.fl`)
+the user sends that step as its update.
+
+Reading of the paper. The issue this module implements restates Protocol 1 and Eq. 4 in
+words; the norms (squared Euclidean) and the penalty form of the step-length constraint
+are our choice, documented in ``docs/unlearning.md``. The optimiser works on the step
+``s = (η / |D_e|) ∇'`` itself, a change of variables that leaves Eq. 4's minimiser
+unchanged (``∇' = (|D_e| / η) s``) and makes optimiser settings independent of ``η``
+and ``|D_e|``.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+from torch import nn
+from torch.func import functional_call
+
+from monai_forget.data import LabelledImages
+
+__all__ = [
+    "DummyGradientGenerator",
+    "DummyGradientResult",
+    "Eq4Terms",
+    "apply_dummy_gradient",
+    "check_elimination_set",
+    "sgd_step",
+    "trainable_parameters",
+]
+
+Params = dict[str, torch.Tensor]
+
+
+def trainable_parameters(model: nn.Module) -> Params:
+    """Detached copies of the model's trainable floating-point parameters, by name."""
+    params = {
+        name: p.detach().clone()
+        for name, p in model.named_parameters()
+        if p.requires_grad and p.is_floating_point()
+    }
+    if not params:
+        raise ValueError("the model has no trainable floating-point parameters to update")
+    return params
+
+
+def check_same_shapes(
+    reference: Mapping[str, object], other: Mapping[str, torch.Tensor], what: str
+) -> None:
+    """Refuse a parameter mapping whose names or shapes differ from ``reference``.
+
+    ``reference`` maps names to tensors or to shapes.
+
+    Raises:
+        ValueError: naming the missing/extra parameters or the first shape mismatch.
+    """
+    missing = sorted(set(reference) - set(other))
+    extra = sorted(set(other) - set(reference))
+    if missing or extra:
+        raise ValueError(
+            f"{what} does not match the model's parameters (missing {missing[:3]}, "
+            f"unexpected {extra[:3]}); it must come from the same architecture"
+        )
+    for name, ref in reference.items():
+        want = tuple(ref.shape) if hasattr(ref, "shape") else tuple(ref)
+        got = tuple(other[name].shape)
+        if got != want:
+            raise ValueError(
+                f"{what}: parameter {name!r} has shape {got} but the model's has shape "
+                f"{want}; the model changed shape, so this {what} no longer applies: "
+                "recompute it against the current model"
+            )
+
+
+def sgd_step(
+    params: Mapping[str, torch.Tensor], gradient: Mapping[str, torch.Tensor], lr: float, n: int
+) -> Params:
+    """Apply a summed gradient as SGD would (Protocol 1 of Liu et al. 2020).
+
+    ``W' = W - (η / n) ∇``, where ``∇`` is the gradient summed over ``n`` samples (so
+    ``η / n`` times it is the usual mean-gradient step with learning rate ``η``).
+
+    Args:
+        params: The parameters ``W``.
+        gradient: The summed (dummy) gradient, same names and shapes as ``params``.
+        lr: Learning rate ``η``.
+        n: Number of samples the gradient is summed over (``|D_e|``).
+    """
+    if n < 1:
+        raise ValueError(f"n (the elimination-set size) must be positive, got {n}")
+    check_same_shapes(params, gradient, "gradient")
+    scale = float(lr) / int(n)
+    return {k: params[k] - scale * gradient[k].to(params[k]) for k in params}
+
+
+def apply_dummy_gradient(
+    model: nn.Module, gradient: Mapping[str, torch.Tensor], lr: float, n: int
+) -> nn.Module:
+    """A copy of ``model`` after one SGD step with ``gradient`` (see :func:`sgd_step`)."""
+    new = copy.deepcopy(model)
+    updated = sgd_step(trainable_parameters(model), gradient, lr, n)
+    with torch.no_grad():
+        for name, p in new.named_parameters():
+            if name in updated:
+                p.copy_(updated[name])
+    return new
+
+
+def check_elimination_set(model: nn.Module, data: LabelledImages, *, device: torch.device) -> int:
+    """Refuse an empty elimination set or one with labels the model does not know.
+
+    Returns:
+        The number of classes K the model outputs.
+    """
+    if len(data) == 0:
+        raise ValueError(
+            "the elimination set is empty: a withdrawing user needs at least one of its "
+            "samples to eliminate; pass the user's training data"
+        )
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            out = model(torch.tensor(data.images[:1], device=device))
+    finally:
+        model.train(was_training)
+    if out.ndim != 2:
+        raise ValueError(
+            f"the model returns shape {tuple(out.shape)}; the generator needs (B, K) class logits"
+        )
+    k = int(out.shape[1])
+    if k < 2:
+        raise ValueError(f"the model outputs {k} class; Definition 2 needs K >= 2 classes")
+    top = int(data.labels.max())
+    if top >= k:
+        raise ValueError(
+            f"the elimination set has label {top} but the model knows only classes 0..{k - 1}; "
+            "the samples must come from the task the model was trained on"
+        )
+    return k
+
+
+@dataclass(frozen=True)
+class Eq4Terms:
+    """The three terms of Eq. 4 of Liu et al. 2020 and their weighted total.
+
+    Attributes:
+        distance: mean ``||F(x; W') - U||^2`` over the elimination set.
+        step: ``||(η / |D_e|) ∇'||^2`` (unweighted).
+        drift: ``||W' - W_0||^2`` (unweighted).
+        total: ``distance + λ_s step + λ_r drift``.
+    """
+
+    distance: float
+    step: float
+    drift: float
+    total: float
+
+
+@dataclass
+class DummyGradientResult:
+    """What the generator returns: the summed dummy gradient and how it got there.
+
+    Attributes:
+        gradient: ``G = Σ_e ∇'_e`` by parameter name (CPU tensors).
+        lr: The learning rate ``η`` the gradient is meant for.
+        n: ``|D_e|``, the elimination-set size.
+        history: Eq. 4 terms of the original model, then after every iteration.
+        seconds: Wall-clock time of the generation.
+    """
+
+    gradient: Params
+    lr: float
+    n: int
+    history: list[Eq4Terms] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def step(self) -> Params:
+        """The weight change ``-(η / |D_e|) G`` that one SGD step with ``G`` makes."""
+        scale = self.lr / self.n
+        return {k: -scale * g for k, g in self.gradient.items()}
+
+    def apply(self, model: nn.Module) -> nn.Module:
+        """A copy of ``model`` updated with ``G`` as SGD would: ``W_0 - (η / |D_e|) G``."""
+        return apply_dummy_gradient(model, self.gradient, self.lr, self.n)
+
+
+@dataclass
+class DummyGradientGenerator:
+    """Protocol 1 (DummyG) of Liu et al. 2020: a dummy gradient that makes a model forget.
+
+    Args:
+        lr: The SGD learning rate ``η`` of Protocol 1 (the step is ``η / |D_e|`` times
+            the summed dummy gradient).
+        iterations: ``E``, the number of generator iterations.
+        optimizer: ``"lbfgs"`` (strong-Wolfe line search) or ``"adam"``.
+        inner_steps: Optimiser steps per iteration (L-BFGS ``max_iter``; Adam steps).
+        adam_lr: Adam's step size on the weight change (only for ``"adam"``).
+        step_weight: ``λ_s``, weight of the step-length constraint of Eq. 4.
+        drift_weight: ``λ_r``, weight of the regulariser penalising change from the
+            original model.
+        init_scale: Standard deviation of the tiny random initial dummy gradient (as a
+            weight change).
+        chunk_size: Samples per forward pass inside one objective evaluation (memory
+            bound only; the objective is always the full-set mean).
+        seed: Seeds the random initialisation.
+        device: Where the model and the dummy gradient live (``"cpu"``, ``"cuda"``).
+    """
+
+    lr: float = 0.1
+    iterations: int = 10
+    optimizer: Literal["lbfgs", "adam"] = "lbfgs"
+    inner_steps: int = 5
+    adam_lr: float = 1e-3
+    step_weight: float = 0.1
+    drift_weight: float = 0.1
+    init_scale: float = 1e-6
+    chunk_size: int = 1024
+    seed: int = 0
+    device: str | torch.device = "cpu"
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in ("lbfgs", "adam"):
+            raise ValueError(f"optimizer must be 'lbfgs' or 'adam', got {self.optimizer!r}")
+        if self.iterations < 1 or self.inner_steps < 1 or self.chunk_size < 1:
+            raise ValueError("iterations, inner_steps and chunk_size must be positive integers")
+        if not self.lr > 0:
+            raise ValueError(f"lr (η) must be positive, got {self.lr}")
+        if self.step_weight < 0 or self.drift_weight < 0 or self.init_scale < 0:
+            raise ValueError("step_weight, drift_weight and init_scale must be non-negative")
+
+    # ------------------------------------------------------------------ the objective
+
+    def objective(
+        self,
+        model: nn.Module,
+        base: Mapping[str, torch.Tensor],
+        original: Mapping[str, torch.Tensor],
+        step: Mapping[str, torch.Tensor],
+        images: torch.Tensor,
+        *,
+        backward: bool = False,
+    ) -> Eq4Terms:
+        """Eq. 4 at ``W' = base + step`` (``step = -(η / |D_e|) ∇'``), optionally backpropagated.
+
+        The distance term is accumulated over chunks of ``images``; with
+        ``backward=True`` the gradients of the full objective reach ``step``'s tensors.
+        """
+        n = len(images)
+        buffers = dict(model.named_buffers())
+        distance = 0.0
+        for start in range(0, n, self.chunk_size):
+            batch = images[start : start + self.chunk_size]
+            current = {k: base[k] + step[k] for k in base}
+            logits = functional_call(model, {**current, **buffers}, (batch,))
+            probs = torch.softmax(logits, dim=1)
+            uniform = 1.0 / probs.shape[1]
+            part = ((probs - uniform) ** 2).sum() / n
+            if backward:
+                part.backward()
+            distance += float(part.detach())
+        step_norm = sum((s**2).sum() for s in step.values())
+        drift = sum(((base[k] + step[k] - original[k]) ** 2).sum() for k in base)
+        penalty = self.step_weight * step_norm + self.drift_weight * drift
+        if backward:
+            penalty.backward()
+        return Eq4Terms(
+            distance=distance,
+            step=float(step_norm.detach()),
+            drift=float(drift.detach()),
+            total=distance + float(penalty.detach()),
+        )
+
+    # ------------------------------------------------------------------ Protocol 1
+
+    def generate(self, model: nn.Module, data: LabelledImages) -> DummyGradientResult:
+        """Run Protocol 1 on ``model`` (left unchanged) with elimination set ``data``.
+
+        Returns:
+            The summed dummy gradient ``G``; ``result.apply(model)`` is the model after
+            elimination.
+
+        Raises:
+            ValueError: empty elimination set, labels the model does not know, or a
+                generation that produced non-finite values (the model is untouched).
+        """
+        device = torch.device(self.device)
+        start_time = time.perf_counter()
+        work = copy.deepcopy(model).to(device).eval()
+        for p in work.parameters():
+            p.requires_grad_(False)
+        check_elimination_set(work, data, device=device)
+        n = len(data)
+        images = torch.tensor(data.images, device=device)
+        original = {k: v.to(device) for k, v in trainable_parameters(model).items()}
+        base = {k: v.clone() for k, v in original.items()}
+        generator = torch.Generator(device="cpu").manual_seed(self.seed)
+        step = {
+            k: (torch.randn(v.shape, generator=generator) * self.init_scale)
+            .to(device=device, dtype=v.dtype)
+            .requires_grad_(True)
+            for k, v in original.items()
+        }
+        zero = {k: torch.zeros_like(v) for k, v in original.items()}
+        history = [self.objective(work, base, original, zero, images)]
+        total_step = {k: torch.zeros_like(v) for k, v in original.items()}
+        for _ in range(self.iterations):
+            self._optimise(work, base, original, step, images)
+            with torch.no_grad():
+                for k in base:
+                    if not torch.isfinite(step[k]).all():
+                        raise ValueError(
+                            "the dummy-gradient optimisation diverged (non-finite values); "
+                            "lower adam_lr or raise step_weight/drift_weight; the model is "
+                            "unchanged"
+                        )
+                    base[k] = base[k] + step[k]
+                    total_step[k] += step[k]
+            history.append(self.objective(work, base, original, zero, images))
+        scale = n / self.lr  # ∇' = -(|D_e| / η) * step
+        gradient = {k: (-scale * s).detach().cpu() for k, s in total_step.items()}
+        return DummyGradientResult(
+            gradient=gradient,
+            lr=self.lr,
+            n=n,
+            history=history,
+            seconds=time.perf_counter() - start_time,
+        )
+
+    def _optimise(
+        self,
+        model: nn.Module,
+        base: Mapping[str, torch.Tensor],
+        original: Mapping[str, torch.Tensor],
+        step: Mapping[str, torch.Tensor],
+        images: torch.Tensor,
+    ) -> None:
+        """Optimise the current dummy step on Eq. 4 (one Protocol 1 iteration)."""
+        tensors = list(step.values())
+
+        def closure() -> torch.Tensor:
+            for t in tensors:
+                t.grad = None
+            terms = self.objective(model, base, original, step, images, backward=True)
+            return torch.tensor(terms.total)
+
+        if self.optimizer == "lbfgs":
+            opt = torch.optim.LBFGS(
+                tensors, lr=1.0, max_iter=self.inner_steps, line_search_fn="strong_wolfe"
+            )
+            opt.step(closure)
+        else:
+            opt = torch.optim.Adam(tensors, lr=self.adam_lr)
+            for _ in range(self.inner_steps):
+                opt.zero_grad()
+                closure()
+                opt.step()

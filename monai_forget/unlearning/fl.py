@@ -1,0 +1,286 @@
+"""Federated training with a withdrawal, run on the NVIDIA FLARE simulator.
+
+:func:`run_federated` writes a job folder (each client's data as ``.npz``, the job
+description, a seeded initial model), builds FLARE's PyTorch ``FedAvgRecipe`` with
+:mod:`monai_forget.unlearning.fl_client` as every client's training script (Client
+API), and runs it with ``SimEnv``: the server and N clients on this machine, in
+``simulator_threads`` client processes. One client may withdraw at a chosen round
+(:class:`~monai_forget.unlearning.fl_spec.Withdrawal`): with Forsaken's SecForget
+(Protocol 2 of Liu et al. 2020, "Learn to Forget: User-Level Memorization Elimination
+in Federated Learning"), forcibly, or naturally. The global model FLARE saved is
+returned with what every client recorded.
+
+Workspace layout (``workspace/``)::
+
+    job/job.json, job/data/<site>.npz, job/initial_model.pt
+    job/clients/<site>/update_round_NNN.pt, before_withdrawal.pt, withdrawal.json
+    flare/<job name>/server/simulate_job/log.txt       FLARE's server log
+    flare/<job name>/<site>/simulate_job/log.txt       each client's log
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from monai_forget.data import LabelledImages
+from monai_forget.io import atomic_write
+from monai_forget.unlearning.fl_spec import (
+    FederatedConfig,
+    JobSpec,
+    Withdrawal,
+    check_site_name,
+    load_tensors,
+    save_tensors,
+)
+
+__all__ = [
+    "FederatedRun",
+    "WithdrawalError",
+    "network_class_path",
+    "run_federated",
+]
+
+JOB_NAME = "monai_forget_fedavg"
+
+
+class WithdrawalError(RuntimeError):
+    """The withdrawing client could not compute its elimination update.
+
+    The client sent no update in that round, so the global model carries no trace of a
+    partial elimination (the other clients' normal updates were aggregated as usual).
+    """
+
+
+def network_class_path(network: str) -> str:
+    """The importable class path FLARE's server uses to build ``network``."""
+    from monai_forget.networks import NETWORKS
+
+    key = network.strip()
+    if key.lower() in NETWORKS:
+        cls = NETWORKS[key.lower()]
+        return f"{cls.__module__}.{cls.__qualname__}"
+    from monai.networks import nets
+
+    if isinstance(getattr(nets, key, None), type):
+        return f"monai.networks.nets.{key}"
+    raise ValueError(f"unknown network {network!r}; see monai_forget.networks.get_network")
+
+
+@dataclass
+class FederatedRun:
+    """The outcome of one simulated federation.
+
+    Attributes:
+        global_model: The final global model (eval mode).
+        workspace: The run's workspace (job files, client records, FLARE logs).
+        clients: Client names in order.
+        withdrawal: The withdrawal, if any.
+        record: The withdrawing client's record (method, round, seconds, Eq. 4 terms).
+        seconds: Wall-clock time of the FLARE run.
+    """
+
+    global_model: nn.Module
+    workspace: Path
+    clients: tuple[str, ...]
+    config: FederatedConfig
+    withdrawal: Withdrawal | None = None
+    record: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def client_dir(self, client: str) -> Path:
+        return self.workspace / "job" / "clients" / client
+
+    def model_before_withdrawal(self) -> nn.Module:
+        """The global model the withdrawing client received in its withdrawal round."""
+        if self.withdrawal is None:
+            raise ValueError("this run had no withdrawal")
+        path = self.client_dir(self.withdrawal.client) / "before_withdrawal.pt"
+        return _model_from(self.config, load_tensors(path))
+
+    def updates(self, client: str) -> list[dict[str, torch.Tensor]]:
+        """The client's recorded per-round weight changes (its local training updates)."""
+        paths = sorted(self.client_dir(client).glob("update_round_*.pt"))
+        return [load_tensors(p) for p in paths]
+
+    @property
+    def log_dir(self) -> Path:
+        return self.workspace / "flare" / JOB_NAME
+
+
+def _model_from(config: FederatedConfig, state: Mapping[str, torch.Tensor]) -> nn.Module:
+    model = config.recipe().build()
+    model.load_state_dict(
+        {k: v.to(torch.float32) if v.is_floating_point() else v for k, v in state.items()}
+    )
+    return model.eval()
+
+
+def _check_clients(
+    clients: Mapping[str, LabelledImages], config: FederatedConfig, withdrawal: Withdrawal | None
+) -> int:
+    if len(clients) < 2:
+        raise ValueError(f"a federation needs at least 2 clients, got {len(clients)}")
+    for name in clients:
+        check_site_name(name)
+    shapes = {d.image_shape for d in clients.values() if len(d)}
+    if len(shapes) > 1:
+        raise ValueError(f"clients have different image shapes {sorted(shapes)}; use one shape")
+    model = config.recipe().build().eval()
+    with torch.no_grad():
+        k = int(model(torch.zeros((1, *next(iter(shapes))))).shape[1]) if shapes else 0
+    for name, data in clients.items():
+        if len(data) and int(data.labels.max()) >= k:
+            raise ValueError(
+                f"client {name} has label {int(data.labels.max())} but the network outputs "
+                f"{k} classes; set network_args so the network has one output per class"
+            )
+        if len(data) == 0 and (withdrawal is None or withdrawal.client != name):
+            raise ValueError(f"client {name} has no data; give every client training samples")
+    if withdrawal is not None:
+        if withdrawal.client not in clients:
+            raise ValueError(
+                f"withdrawing client {withdrawal.client!r} is not one of {sorted(clients)}"
+            )
+        if len(clients[withdrawal.client]) == 0:
+            raise ValueError(
+                f"client {withdrawal.client} has no data, so there is nothing to withdraw; "
+                "a withdrawal needs the client's training samples as its elimination set"
+            )
+        if withdrawal.round >= config.rounds:
+            raise ValueError(
+                f"withdrawal round {withdrawal.round} is not within the {config.rounds} rounds "
+                f"(0..{config.rounds - 1})"
+            )
+        if withdrawal.method == "forcible" and withdrawal.round == 0:
+            raise ValueError("forcible withdrawal at round 0 has no contribution to subtract")
+    return k
+
+
+def _write_npz(data: LabelledImages, path: Path) -> None:
+    with atomic_write(path, "wb", overwrite=True) as handle:
+        np.savez(handle, images=data.images, labels=data.labels)
+
+
+def run_federated(
+    clients: Mapping[str, LabelledImages],
+    config: FederatedConfig,
+    workspace: str | Path,
+    *,
+    withdrawal: Withdrawal | None = None,
+    initial_state: Mapping[str, torch.Tensor] | None = None,
+) -> FederatedRun:
+    """Run FedAvg on the NVIDIA FLARE simulator, with an optional withdrawal.
+
+    Args:
+        clients: Client name -> its training data (names are FLARE site names).
+        config: Local training and round settings.
+        workspace: Folder for the job files, client records and FLARE's logs; an
+            existing run there is replaced.
+        withdrawal: A client leaving at a chosen round, and how.
+        initial_state: Start from these weights instead of a fresh seeded model (e.g.
+            to continue a federation).
+
+    Returns:
+        The final global model and the run's records.
+
+    Raises:
+        ValueError: bad clients, data or withdrawal (before anything runs).
+        RuntimeError: the FLARE simulation failed (see the logs under ``workspace``).
+        WithdrawalError: the withdrawing client could not compute its update.
+    """
+    from nvflare.app_opt.pt.recipes.fedavg import FedAvgRecipe
+    from nvflare.recipe import SimEnv
+
+    _check_clients(clients, config, withdrawal)
+    workspace = Path(workspace).resolve()
+    job_dir = workspace / "job"
+    names = tuple(clients)
+    _clear(workspace)
+    for name, data in clients.items():
+        _write_npz(data, job_dir / "data" / f"{name}.npz")
+        (job_dir / "clients" / name).mkdir(parents=True, exist_ok=True)
+    JobSpec(config, names, withdrawal).save(job_dir / "job.json")
+    if initial_state is None:
+        with torch.random.fork_rng():
+            torch.manual_seed(config.seed)
+            initial_state = config.recipe().build().state_dict()
+    ckpt = job_dir / "initial_model.pt"
+    save_tensors(initial_state, ckpt)
+
+    from monai_forget.unlearning import fl_client
+
+    recipe = FedAvgRecipe(
+        name=JOB_NAME,
+        model={
+            "class_path": network_class_path(config.network),
+            "args": json.loads(json.dumps(dict(config.network_args), default=list)),
+        },
+        initial_ckpt=str(ckpt),
+        min_clients=len(names),
+        num_rounds=config.rounds,
+        train_script=str(Path(fl_client.__file__).resolve()),
+        train_args=f"--job-dir {job_dir}",
+    )
+    env = SimEnv(
+        clients=list(names),
+        num_threads=min(config.simulator_threads, len(names)),
+        workspace_root=str(workspace / "flare"),
+    )
+    start = time.perf_counter()
+    run = recipe.execute(env)
+    result = run.get_result()
+    seconds = time.perf_counter() - start
+    record = _read_record(job_dir, withdrawal)
+    model_file = _find_global_model(Path(result) if result else workspace / "flare" / JOB_NAME)
+    model = _model_from(config, load_tensors(model_file))
+    return FederatedRun(model, workspace, names, config, withdrawal, record, seconds)
+
+
+def _clear(workspace: Path) -> None:
+    """Remove a previous run's job and FLARE folders (only those this module writes)."""
+    import shutil
+
+    for sub in ("job", "flare"):
+        target = workspace / sub
+        if target.exists():
+            shutil.rmtree(target)
+    workspace.mkdir(parents=True, exist_ok=True)
+
+
+def _read_record(job_dir: Path, withdrawal: Withdrawal | None) -> dict[str, Any]:
+    if withdrawal is None:
+        return {}
+    path = job_dir / "clients" / withdrawal.client / "withdrawal.json"
+    if not path.is_file():
+        raise RuntimeError(
+            f"client {withdrawal.client} left no withdrawal record at {path}; the simulation "
+            f"did not reach round {withdrawal.round} (see the FLARE logs under "
+            f"{job_dir.parent / 'flare'})"
+        )
+    record = json.loads(path.read_text())
+    if "error" in record:
+        raise WithdrawalError(
+            f"withdrawal of client {withdrawal.client} at round {withdrawal.round} failed: "
+            f"{record['error']}; it sent no update, so the global model holds no partial "
+            f"elimination (details in {path})"
+        )
+    return record
+
+
+def _find_global_model(result_dir: Path) -> Path:
+    matches = sorted(result_dir.glob("server/simulate_job/**/FL_global_model.pt"))
+    if not matches:
+        raise RuntimeError(
+            f"FLARE saved no global model under {result_dir}; the simulation failed: see "
+            f"{result_dir / 'server' / 'simulate_job' / 'log.txt'}"
+        )
+    return matches[0]

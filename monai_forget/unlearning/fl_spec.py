@@ -1,0 +1,196 @@
+"""The federated job's description, shared by the driver and the clients.
+
+The driver (:mod:`monai_forget.unlearning.fl`) writes a job folder that every FLARE
+client reads: ``job.json`` (this module's :class:`JobSpec`), ``data/<site>.npz`` (each
+client's images and labels) and ``initial_model.pt``. Clients write what they did to
+``clients/<site>/``: their per-round updates, the model they withdrew from and an
+elimination record. Everything here is plain JSON and tensors loaded with
+``weights_only=True``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+from monai_forget.io import atomic_write
+from monai_forget.shadow import SupervisedRecipe
+
+__all__ = [
+    "WITHDRAWAL_METHODS",
+    "FederatedConfig",
+    "JobSpec",
+    "Withdrawal",
+    "check_site_name",
+    "load_tensors",
+    "save_tensors",
+]
+
+#: How a withdrawing client leaves: Forsaken's dummy gradient (SecForget, Protocol 2 of
+#: Liu et al. 2020), subtracting its accumulated contributions ("forcible"), or simply
+#: stopping ("natural").
+WITHDRAWAL_METHODS = ("forsaken", "forcible", "natural")
+
+_SITE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
+
+
+def check_site_name(name: str) -> str:
+    """Refuse client names FLARE cannot use as site names."""
+    if not isinstance(name, str) or not _SITE.match(name):
+        raise ValueError(
+            f"client name {name!r} is not a valid FLARE site name; use letters, digits, "
+            "'-' and '_' (starting with a letter or digit), e.g. 'site-1'"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class FederatedConfig:
+    """How every client trains in each FedAvg round.
+
+    Local training is :class:`~monai_forget.shadow.SupervisedRecipe` with a fixed
+    ``local_steps`` budget, so auditors can train shadow models "with the same design"
+    (:meth:`recipe`).
+
+    Args:
+        network: Registry name (:func:`monai_forget.networks.get_network`).
+        network_args: Keyword arguments of the network (JSON-serialisable).
+        rounds: Number of FedAvg rounds.
+        local_steps: Mini-batch updates per client per round.
+        batch_size: Local mini-batch size.
+        learning_rate: Local optimiser step size.
+        optimizer: ``"adam"`` or ``"sgd"``.
+        seed: Seeds the initial model and every client's batches.
+        threads_per_client: ``torch.set_num_threads`` in each client process.
+        simulator_threads: Client processes the FLARE simulator runs at once.
+    """
+
+    network: str = "mlp"
+    network_args: Mapping[str, Any] = field(default_factory=dict)
+    rounds: int = 5
+    local_steps: int = 50
+    batch_size: int = 32
+    learning_rate: float = 1e-3
+    optimizer: str = "adam"
+    seed: int = 0
+    threads_per_client: int = 1
+    simulator_threads: int = 2
+
+    def __post_init__(self) -> None:
+        for name in (
+            "rounds",
+            "local_steps",
+            "batch_size",
+            "threads_per_client",
+            "simulator_threads",
+        ):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}")
+        self.recipe()  # validates optimizer and the rest
+
+    def recipe(self, steps: int | None = None) -> SupervisedRecipe:
+        """The local training design; ``steps`` overrides ``local_steps`` (e.g. for shadows)."""
+        return SupervisedRecipe(
+            network=self.network,
+            network_args=dict(self.network_args),
+            steps=int(steps or self.local_steps),
+            batch_size=self.batch_size,
+            learning_rate=self.learning_rate,
+            optimizer=self.optimizer,
+        )
+
+
+@dataclass(frozen=True)
+class Withdrawal:
+    """One client leaves the federation at a chosen round.
+
+    In round ``round`` (0-based, as FLARE counts) the client sends its elimination update
+    in place of its normal update; from the next round on it contributes nothing.
+
+    Args:
+        client: The withdrawing client's name.
+        round: The round of the elimination update.
+        method: ``"forsaken"`` (dummy gradient, Protocol 2 SecForget), ``"forcible"``
+            (subtract its accumulated contributions) or ``"natural"`` (send nothing).
+        generator: Keyword arguments of
+            :class:`~monai_forget.unlearning.dummy_gradient.DummyGradientGenerator`
+            (``method="forsaken"`` only).
+    """
+
+    client: str
+    round: int
+    method: Literal["forsaken", "forcible", "natural"] = "forsaken"
+    generator: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_site_name(self.client)
+        if self.method not in WITHDRAWAL_METHODS:
+            raise ValueError(f"method must be one of {WITHDRAWAL_METHODS}, got {self.method!r}")
+        if int(self.round) < 0:
+            raise ValueError(f"the withdrawal round must be >= 0, got {self.round}")
+        if self.generator and self.method != "forsaken":
+            raise ValueError("generator settings apply only to method='forsaken'")
+        if self.method == "forsaken":
+            from monai_forget.unlearning.dummy_gradient import DummyGradientGenerator
+
+            DummyGradientGenerator(**dict(self.generator))  # validate early, not in a client
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What ``job.json`` holds: the training config, the withdrawal and the client list."""
+
+    config: FederatedConfig
+    clients: tuple[str, ...]
+    withdrawal: Withdrawal | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "config": asdict(self.config),
+                "clients": list(self.clients),
+                "withdrawal": None if self.withdrawal is None else asdict(self.withdrawal),
+            },
+            indent=2,
+            default=list,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> JobSpec:
+        raw = json.loads(text)
+        w = raw.get("withdrawal")
+        return cls(
+            config=FederatedConfig(**raw["config"]),
+            clients=tuple(raw["clients"]),
+            withdrawal=None if w is None else Withdrawal(**w),
+        )
+
+    def save(self, path: Path) -> None:
+        with atomic_write(path, "w", overwrite=True) as handle:
+            handle.write(self.to_json())
+
+    @classmethod
+    def load(cls, path: Path) -> JobSpec:
+        return cls.from_json(Path(path).read_text())
+
+
+def save_tensors(tensors: Mapping[str, torch.Tensor], path: Path) -> None:
+    """Save a name -> tensor mapping atomically (CPU, detached)."""
+    with atomic_write(path, "wb", overwrite=True) as handle:
+        torch.save({k: v.detach().cpu() for k, v in tensors.items()}, handle)
+
+
+def load_tensors(path: Path) -> dict[str, torch.Tensor]:
+    """Load a name -> tensor mapping with ``weights_only=True``."""
+    obj = torch.load(Path(path), map_location="cpu", weights_only=True)
+    if isinstance(obj, Mapping) and isinstance(obj.get("model"), Mapping):
+        obj = obj["model"]  # FLARE's persistor wraps the weights
+    if not isinstance(obj, Mapping):
+        raise ValueError(f"{path} does not hold a name -> tensor mapping")
+    return {str(k): torch.as_tensor(v) for k, v in obj.items()}

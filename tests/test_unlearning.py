@@ -1,0 +1,319 @@
+"""Forsaken's math by hand-worked examples (Liu et al. 2020): Definition 2, Protocol 1,
+the forgetting rate, the oracle, the baselines and the FLARE client's logic."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from monai_forget.data import LabelledImages, load_digits
+from monai_forget.networks import MLP
+from monai_forget.unlearning import (
+    DummyGradientGenerator,
+    MembershipOracle,
+    apply_dummy_gradient,
+    forcible_forgetting,
+    forgetting_degree,
+    forgetting_rate,
+    forgetting_rate_from_counts,
+    natural_forgetting,
+    oracle_features,
+    sgd_step,
+    totally_forgotten,
+    uniform_distance,
+    uniform_vector,
+)
+from monai_forget.unlearning.fl_client import FederatedClient
+from monai_forget.unlearning.fl_spec import FederatedConfig, JobSpec, Withdrawal, load_tensors
+
+# ----------------------------------------------------------------------------- forgetting rate
+
+
+def test_forgetting_rate_reproduces_table_iii_arithmetic() -> None:
+    # 85.54% of the eliminated samples called members before, 99% non-members after.
+    rate = forgetting_rate_from_counts(8554, 1446, 100, 9900)
+    assert rate.brr == pytest.approx(0.8554)
+    assert rate.arr == pytest.approx(0.99)
+    assert rate.fr == pytest.approx(0.846846)
+    assert round(100 * rate.fr, 2) == 84.68
+    assert np.isnan(rate.direct)  # counts alone do not follow samples
+
+
+def test_forgetting_rate_from_calls_by_hand() -> None:
+    before = np.array([True, True, True, False])
+    after = np.array([False, True, False, False])
+    rate = forgetting_rate(before, after)
+    # T_b = 3, F_b = 1, T_a = 1, F_a = 3
+    assert (rate.true_before, rate.false_before, rate.true_after, rate.false_after) == (3, 1, 1, 3)
+    assert rate.brr == 0.75 and rate.arr == 0.75 and rate.fr == 0.5625
+    # members before: samples 0, 1, 2; of those, 0 and 2 are non-members after.
+    assert rate.direct == pytest.approx(2 / 3)
+    assert "FR 56.25%" in rate.summary()
+
+
+def test_forgetting_rate_refuses_bad_input() -> None:
+    with pytest.raises(TypeError, match="boolean"):
+        forgetting_rate(np.array([1, 0]), np.array([0, 0]))
+    with pytest.raises(ValueError, match="same samples"):
+        forgetting_rate(np.array([True]), np.array([True, False]))
+    with pytest.raises(ValueError, match="at least one"):
+        forgetting_rate_from_counts(0, 0, 0, 0)
+
+
+# ----------------------------------------------------------------------------- Definition 2
+
+
+def test_definition_2_uniform_is_totally_forgotten() -> None:
+    probs = np.array([[0.5, 0.5], [0.6, 0.4], [1.0, 0.0]])
+    np.testing.assert_allclose(uniform_vector(4), [0.25] * 4)
+    # ||p - U||^2: 0; 0.1^2 + 0.1^2 = 0.02; 0.5^2 + 0.5^2 = 0.5 = (K-1)/K
+    np.testing.assert_allclose(uniform_distance(probs), [0.0, 0.02, 0.5])
+    np.testing.assert_allclose(forgetting_degree(probs), [1.0, 0.96, 0.0])
+    np.testing.assert_array_equal(totally_forgotten(probs), [True, False, False])
+    np.testing.assert_array_equal(totally_forgotten(probs, atol=0.1), [True, True, False])
+    three = np.full((1, 3), 1 / 3)
+    assert totally_forgotten(three)[0]
+    with pytest.raises(ValueError, match="from_logits"):
+        uniform_distance(np.array([[2.0, -1.0]]))
+
+
+# ----------------------------------------------------------------------------- Protocol 1
+
+
+def test_sgd_step_by_hand() -> None:
+    params = {"w": torch.tensor([1.0, 2.0])}
+    grad = {"w": torch.tensor([4.0, 8.0])}  # summed over n = 4 samples
+    out = sgd_step(params, grad, lr=0.5, n=4)
+    torch.testing.assert_close(out["w"], torch.tensor([0.5, 1.0]))  # w - 0.5/4 * g
+    with pytest.raises(ValueError, match="shape"):
+        sgd_step(params, {"w": torch.zeros(3)}, lr=0.5, n=4)
+    with pytest.raises(ValueError, match="missing"):
+        sgd_step(params, {"v": torch.zeros(2)}, lr=0.5, n=4)
+
+
+def test_dummy_gradient_applied_as_sgd_equals_a_real_sgd_step() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2)
+    x = torch.randn(5, 3)
+    y = torch.tensor([0, 1, 1, 0, 1])
+    # The summed per-sample gradient of the cross-entropy...
+    loss_sum = torch.nn.functional.cross_entropy(model(x), y, reduction="sum")
+    grads = torch.autograd.grad(loss_sum, list(model.parameters()))
+    summed = {name: g for (name, _), g in zip(model.named_parameters(), grads, strict=True)}
+    stepped = apply_dummy_gradient(model, summed, lr=0.3, n=5)
+    # ...applied as Protocol 1 says equals torch's SGD on the mean loss.
+    reference = torch.nn.Linear(3, 2)
+    reference.load_state_dict(model.state_dict())
+    opt = torch.optim.SGD(reference.parameters(), lr=0.3)
+    torch.nn.functional.cross_entropy(reference(x), y).backward()
+    opt.step()
+    for (name, a), (_, b) in zip(
+        stepped.named_parameters(), reference.named_parameters(), strict=True
+    ):
+        torch.testing.assert_close(a, b, msg=name)
+    assert not torch.equal(stepped.weight, model.weight)  # the original is untouched
+
+
+def _digits_model() -> tuple[torch.nn.Module, LabelledImages]:
+    data = load_digits().subset(np.arange(120))
+    torch.manual_seed(0)
+    model = MLP((1, 8, 8), 10, hidden=(32,))
+    opt = torch.optim.Adam(model.parameters(), 1e-2)
+    x, y = torch.tensor(data.images), torch.tensor(data.labels)
+    for _ in range(150):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    return model.eval(), data
+
+
+@pytest.mark.parametrize("optimizer", ["lbfgs", "adam"])
+def test_generator_lowers_eq4_and_returns_the_summed_gradient(optimizer: str) -> None:
+    model, data = _digits_model()
+    elimination = data.subset(np.arange(30))
+    generator = DummyGradientGenerator(
+        lr=0.1,
+        iterations=3,
+        optimizer=optimizer,
+        inner_steps=5,
+        adam_lr=0.05,
+        step_weight=0.01,
+        drift_weight=0.01,
+    )
+    before = [p.detach().clone() for p in model.parameters()]
+    result = generator.generate(model, elimination)
+    assert len(result.history) == 4 and result.n == 30 and result.seconds > 0
+    first, last = result.history[0], result.history[-1]
+    assert first.step == 0 and first.drift == 0
+    assert last.total < first.total
+    assert last.distance < 0.8 * first.distance
+    # The model is untouched; applying G once as SGD reaches the generator's final model.
+    for p, q in zip(model.parameters(), before, strict=True):
+        assert torch.equal(p, q)
+    after = result.apply(model)
+    with torch.no_grad():
+        probs = torch.softmax(after(torch.tensor(elimination.images)), 1).numpy()
+    assert uniform_distance(probs).mean() == pytest.approx(last.distance, rel=1e-4)
+    with torch.no_grad():
+        drift = sum(
+            ((a - b) ** 2).sum()
+            for a, b in zip(after.parameters(), model.parameters(), strict=True)
+        )
+    assert float(drift) == pytest.approx(last.drift, rel=1e-4)
+
+
+def test_generator_refuses_bad_elimination_sets() -> None:
+    model, data = _digits_model()
+    generator = DummyGradientGenerator(iterations=1)
+    with pytest.raises(ValueError, match="empty"):
+        generator.generate(model, data.subset(np.array([], dtype=int)))
+    unknown = LabelledImages(data.images[:3], np.array([0, 1, 12]), num_classes=13)
+    with pytest.raises(ValueError, match=r"label 12 but the model knows only classes 0\.\.9"):
+        generator.generate(model, unknown)
+    with pytest.raises(ValueError, match="optimizer"):
+        DummyGradientGenerator(optimizer="sgd")  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------- oracle
+
+
+def test_oracle_features_are_sorted_confidences() -> None:
+    probs = np.array([[0.1, 0.7, 0.2], [0.3, 0.3, 0.4]])
+    np.testing.assert_allclose(oracle_features(probs), [[0.7, 0.2, 0.1], [0.4, 0.3, 0.3]])
+    np.testing.assert_allclose(oracle_features(probs, [0, 2])[:, -1], [0.1, 0.4])
+
+
+def test_oracle_separates_confident_members_from_uncertain_nonmembers() -> None:
+    rng = np.random.default_rng(0)
+
+    def rows(top: float, n: int) -> np.ndarray:
+        p = np.full((n, 3), (1 - top) / 2)
+        p[:, 0] = top
+        return p
+
+    members = rows(0.97, 50) + rng.uniform(-0.01, 0.01, (50, 1)) * np.array([1, -0.5, -0.5])
+    nonmembers = rows(0.6, 50) + rng.uniform(-0.2, 0.2, (50, 1)) * np.array([1, -0.5, -0.5])
+    oracle = MembershipOracle().fit_predictions(
+        members, np.zeros(50, int), nonmembers, np.zeros(50, int)
+    )
+    assert oracle.train_accuracy_ > 0.95
+    calls = oracle.is_member_probs(np.vstack([rows(0.99, 3), np.full((3, 3), 1 / 3)]))
+    np.testing.assert_array_equal(calls, [True, True, True, False, False, False])
+    with pytest.raises(ValueError, match="not fitted"):
+        MembershipOracle().is_member_probs(members)
+
+
+# ----------------------------------------------------------------------------- baselines
+
+
+def test_forcible_subtracts_the_accumulated_contributions() -> None:
+    model = torch.nn.Linear(2, 2)
+    with torch.no_grad():
+        model.weight.fill_(1.0)
+        model.bias.fill_(0.0)
+    contributions = [
+        {"weight": torch.full((2, 2), 0.25), "bias": torch.tensor([0.1, 0.0])},
+        {"weight": torch.full((2, 2), 0.5), "bias": torch.tensor([0.0, -0.2])},
+    ]
+    out = forcible_forgetting(model, contributions)
+    torch.testing.assert_close(out.weight, torch.full((2, 2), 0.25))
+    torch.testing.assert_close(out.bias, torch.tensor([-0.1, 0.2]))
+    torch.testing.assert_close(model.weight, torch.ones(2, 2))  # untouched
+    with pytest.raises(ValueError, match="changed shape"):
+        forcible_forgetting(model, [{"weight": torch.zeros(3, 2), "bias": torch.zeros(2)}])
+
+
+def test_natural_forgetting_trains_a_copy() -> None:
+    from monai_forget.shadow import SupervisedRecipe
+
+    model, data = _digits_model()
+    recipe = SupervisedRecipe(
+        "mlp", {"in_shape": (1, 8, 8), "num_classes": 10, "hidden": (32,)}, steps=3, batch_size=8
+    )
+    out = natural_forgetting(model, data, recipe, seed=1)
+    assert not torch.equal(out.net[1].weight, model.net[1].weight)
+    with pytest.raises(ValueError, match="remaining data"):
+        natural_forgetting(model, data.subset(np.array([], dtype=int)), recipe)
+
+
+# ----------------------------------------------------------------------------- FLARE client logic
+
+
+def _client(tmp_path, method: str = "forsaken", generator: dict | None = None):
+    config = FederatedConfig(
+        network="mlp",
+        network_args={"in_shape": [1, 8, 8], "num_classes": 10, "hidden": [16]},
+        rounds=3,
+        local_steps=4,
+        batch_size=8,
+    )
+    gen = {} if method != "forsaken" else (generator or {"iterations": 2})
+    spec = JobSpec(config, ("a", "b", "c"), Withdrawal("a", 1, method, gen))
+    data = load_digits().subset(np.arange(40))
+    return FederatedClient("a", data, spec, tmp_path / "a"), config
+
+
+def test_client_trains_then_withdraws_with_secforget_then_stays_silent(tmp_path) -> None:
+    client, config = _client(tmp_path)
+    torch.manual_seed(0)
+    state = {k: v.clone() for k, v in config.recipe().build().state_dict().items()}
+    first = client.handle({k: v.numpy() for k, v in state.items()}, 0)
+    assert first.params is not None and first.meta["NUM_STEPS_CURRENT_ROUND"] == 4
+    update = load_tensors(tmp_path / "a" / "update_round_000.pt")
+    torch.testing.assert_close(
+        update["net.1.weight"], first.params["net.1.weight"] - state["net.1.weight"]
+    )
+
+    second = client.handle(first.params, 1)
+    record = json.loads((tmp_path / "a" / "withdrawal.json").read_text())
+    assert record["method"] == "forsaken" and record["share"] == pytest.approx(1 / 3)
+    gradient = load_tensors(tmp_path / "a" / "dummy_gradient.pt")
+    lr, n = record["generator"]["lr"], record["samples"]
+    # SecForget: W + s / p with s = -(lr / n) G and p = 1/3, so the FedAvg mean moves by s.
+    expected = first.params["net.1.weight"] - 3 * (lr / n) * gradient["net.1.weight"]
+    torch.testing.assert_close(second.params["net.1.weight"], expected)
+    assert record["eq4_after"]["total"] < record["eq4_before"]["total"]
+
+    third = client.handle(second.params, 2)
+    assert third.params is None and third.metrics == {"withdrawn": 1.0}
+
+
+def test_client_refuses_a_model_that_changed_shape(tmp_path) -> None:
+    client, _ = _client(tmp_path)
+    wrong = {k: np.zeros((3, 3), np.float32) for k in client.shapes}
+    with pytest.raises(ValueError, match="changed shape between rounds"):
+        client.handle(wrong, 0)
+
+
+def test_failed_withdrawal_sends_nothing(tmp_path) -> None:
+    client, config = _client(tmp_path, method="forcible")
+    state = config.recipe().build().state_dict()
+    # Forcible withdrawal with no recorded contribution cannot be computed.
+    reply = client.handle(state, 1)
+    assert reply.params is None and reply.metrics == {"withdrawal_failed": 1.0}
+    record = json.loads((tmp_path / "a" / "withdrawal.json").read_text())
+    assert "no recorded contribution" in record["error"]
+
+
+def test_forcible_withdrawal_sends_minus_the_accumulated_updates(tmp_path) -> None:
+    client, config = _client(tmp_path, method="forcible")
+    state = config.recipe().build().state_dict()
+    first = client.handle(state, 0)
+    update = load_tensors(tmp_path / "a" / "update_round_000.pt")
+    reply = client.handle(first.params, 1)
+    expected = first.params["net.3.bias"] - 3 * update["net.3.bias"]
+    torch.testing.assert_close(reply.params["net.3.bias"], expected)
+
+
+def test_withdrawal_settings_are_checked_early() -> None:
+    with pytest.raises(ValueError, match="site name"):
+        Withdrawal("bad name", 1)
+    with pytest.raises(ValueError, match="method"):
+        Withdrawal("a", 1, "delete")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        Withdrawal("a", 1, "forsaken", {"unknown_option": 1})
+    with pytest.raises(ValueError, match="only to method='forsaken'"):
+        Withdrawal("a", 1, "natural", {"iterations": 3})
