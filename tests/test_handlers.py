@@ -1,0 +1,177 @@
+"""The audit handlers inside a real MONAI ``SupervisedEvaluator``.
+
+Reference outputs are computed beforehand (``KSAuditor.reference_confidences``,
+``EMAAuditor.calibrate``); the evaluator then runs only the target over D_Q. The values
+the handlers put in ``engine.state.metrics`` must equal the offline computations
+(``KSAuditor.audit_predictions``, ``ks_calibrated_ratio``, ``ema_pvalue``, and the
+EMA auditor's own ``audit_predictions``) on the very outputs the evaluator produced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+import scipy.special
+import torch
+from ignite.engine import Events
+from monai.engines import SupervisedEvaluator
+from monai.handlers.utils import from_engine
+from monai.transforms import Activationsd
+
+from monai_forget.audit import (
+    EMAAuditor,
+    EMAThresholds,
+    KSAuditor,
+    ema_membership,
+    ema_pvalue,
+    ks_calibrated_ratio,
+)
+from monai_forget.data import LabelledImages, concat, load_digits
+from monai_forget.handlers import EMAAudit, KSCalibratedRatio
+from monai_forget.inference import Predictions, predict
+from monai_forget.scores import confidence
+from monai_forget.shadow import ShadowTrainer, SupervisedRecipe
+
+# A deliberately small design so the module runs in seconds; it still memorises.
+RECIPE = SupervisedRecipe(
+    network="mlp",
+    network_args={"in_shape": (1, 8, 8), "num_classes": 10, "hidden": (64,)},
+    steps=200,
+    batch_size=32,
+    learning_rate=1e-3,
+)
+AUDIT_SEED = 0
+TARGET_SEED = 1
+BATCH = 64  # 200 query samples: three full batches and a partial one
+
+
+@dataclass
+class Setup:
+    """A trained target, D_Q, D_C and the auditors' reference outputs."""
+
+    target: torch.nn.Module
+    query: LabelledImages
+    calibration: LabelledImages
+    ks: KSAuditor
+    ema: EMAAuditor
+    query_confidence: np.ndarray
+    calibration_confidence: np.ndarray
+    thresholds: EMAThresholds
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny models run fastest single-threaded, and never stall on a busy machine."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory) -> Setup:
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    cache = tmp_path_factory.mktemp("handlers_cache")
+    calibration, providers = load_digits().split(0.4, seed=0)
+    query, other = providers.split(200 / len(providers), seed=0)
+    target = ShadowTrainer(RECIPE, cache_dir=cache).train(concat(query, other), seed=TARGET_SEED)
+    ks = KSAuditor(recipe=RECIPE, seed=AUDIT_SEED, cache_dir=cache)
+    ema = EMAAuditor(recipe=RECIPE, seed=AUDIT_SEED, cache_dir=cache)
+    query_conf, calibration_conf = ks.reference_confidences(query, calibration)
+    thresholds = ema.calibrate(calibration)
+    torch.set_num_threads(previous)
+    return Setup(target, query, calibration, ks, ema, query_conf, calibration_conf, thresholds)
+
+
+def _run(setup: Setup, *, softmax_postprocessing: bool) -> tuple[dict, np.ndarray, np.ndarray]:
+    """Evaluate the target over D_Q with both handlers; return metrics and the outputs seen."""
+    from_logits = not softmax_postprocessing
+    evaluator = SupervisedEvaluator(
+        device=torch.device("cpu"),
+        val_data_loader=torch.utils.data.DataLoader(setup.query.to_dataset(), batch_size=BATCH),
+        network=setup.target,
+        postprocessing=Activationsd(keys="pred", softmax=True) if softmax_postprocessing else None,
+        key_val_metric={
+            "rho_KS": KSCalibratedRatio(
+                setup.query_confidence, setup.calibration_confidence, from_logits=from_logits
+            )
+        },
+        additional_metrics={"rho_EMA": EMAAudit(setup.thresholds, from_logits=from_logits)},
+    )
+    seen_pred: list[np.ndarray] = []
+    seen_label: list[np.ndarray] = []
+
+    @evaluator.on(Events.ITERATION_COMPLETED)
+    def _capture(engine) -> None:  # runs after decollation and postprocessing
+        pred, label = from_engine(["pred", "label"])(engine.state.output)
+        seen_pred.extend(p.detach().cpu().numpy() for p in pred)
+        seen_label.extend(int(y) for y in label)
+
+    evaluator.run()
+    return dict(evaluator.state.metrics), np.stack(seen_pred), np.asarray(seen_label)
+
+
+def _shadow_predictions(setup: Setup) -> tuple[Predictions, Predictions, Predictions, Predictions]:
+    """The shadow models' outputs, rebuilt through ShadowTrainer + predict (same design/seed).
+
+    Returns (query shadow on D_Q, calibration shadow on D_Q, EMA reference on its
+    calibration members, EMA reference on its non-members).
+    """
+    trainer = ShadowTrainer(RECIPE, cache_dir=setup.ks.cache_dir)
+    q = predict(trainer.train(setup.query, seed=AUDIT_SEED), setup.query)
+    c = predict(trainer.train(setup.calibration, seed=AUDIT_SEED), setup.query)
+    members, nonmembers = setup.calibration.split(setup.ema.member_fraction, seed=AUDIT_SEED)
+    reference = trainer.train(members, seed=AUDIT_SEED)
+    return q, c, predict(reference, members), predict(reference, nonmembers)
+
+
+def _check_against_offline(setup: Setup, metrics: dict, probs: np.ndarray, labels: np.ndarray):
+    """Every handler value equals the offline computations on the same outputs."""
+    np.testing.assert_array_equal(labels, setup.query.labels)
+    q, c, members, nonmembers = _shadow_predictions(setup)
+    np.testing.assert_allclose(q.confidence, setup.query_confidence, rtol=0, atol=0)
+    np.testing.assert_allclose(c.confidence, setup.calibration_confidence, rtol=0, atol=0)
+    target = Predictions(probs, labels)
+
+    ks_offline = KSAuditor.audit_predictions(target, q, c)
+    ratio = ks_calibrated_ratio(
+        confidence(probs, labels), setup.query_confidence, setup.calibration_confidence
+    )
+    assert metrics["rho_KS"] == pytest.approx(ks_offline.statistic, rel=1e-12, abs=0)
+    assert metrics["rho_KS"] == pytest.approx(ratio.rho, rel=1e-12, abs=0)
+
+    pvalue = ema_pvalue(ema_membership(probs, labels, setup.thresholds), setup.ema.test).pvalue
+    ema_offline = setup.ema.audit_predictions(target, members, nonmembers)
+    assert metrics["rho_EMA"] == pytest.approx(pvalue, rel=1e-12, abs=1e-300)
+    assert metrics["rho_EMA"] == pytest.approx(ema_offline.statistic, rel=1e-12, abs=1e-300)
+    # The evaluator really ran the target on D_Q: same outputs as the inference module.
+    np.testing.assert_allclose(probs, predict(setup.target, setup.query).probs, atol=1e-6)
+
+
+def test_handlers_with_logits_match_offline_audit(setup: Setup) -> None:
+    metrics, logits, labels = _run(setup, softmax_postprocessing=False)
+    assert logits.shape == (len(setup.query), 10)
+    assert np.abs(logits.sum(axis=1) - 1).max() > 1e-2  # really logits, not probabilities
+    probs = scipy.special.softmax(logits.astype(np.float64), axis=1)
+    _check_against_offline(setup, metrics, probs, labels)
+
+
+def test_handlers_after_softmax_postprocessing_match_offline_audit(setup: Setup) -> None:
+    metrics, probs, labels = _run(setup, softmax_postprocessing=True)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, atol=1e-5)
+    _check_against_offline(setup, metrics, probs.astype(np.float64), labels)
+
+
+def test_logits_without_from_logits_are_refused(setup: Setup) -> None:
+    """Logits handed to a handler that expects probabilities stop the run with the fix."""
+    evaluator = SupervisedEvaluator(
+        device=torch.device("cpu"),
+        val_data_loader=torch.utils.data.DataLoader(setup.query.to_dataset(), batch_size=BATCH),
+        network=setup.target,
+        key_val_metric={"rho_EMA": EMAAudit(setup.thresholds)},
+    )
+    with pytest.raises(ValueError, match="from_logits=True"):
+        evaluator.run()
