@@ -121,3 +121,18 @@ def test_run_federated_refuses_bad_withdrawals_before_running(tmp_path) -> None:
     with pytest.raises(ValueError, match="at least 2 clients"):
         run_federated({"a": clients["a"]}, config, tmp_path)
     assert not (tmp_path / "flare").exists()  # nothing ran
+
+
+def test_cli_forget_simulate_refuses_an_unknown_provider(shared_data, tmp_path) -> None:
+    import argparse
+
+    from monai_forget.cli.forget import register
+
+    parser = argparse.ArgumentParser(prog="monai-forget")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(
+        ["forget", "simulate", "--withdraw", "site-9", "--out", str(tmp_path / "o")]
+    )
+    with pytest.raises(ValueError, match="'site-9' is not one of"):
+        args.func(args)
+    assert not (tmp_path / "o" / "results.json").exists()
