@@ -19,7 +19,18 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["MLP", "NETWORKS", "SmallCNN", "UnsafeModelError", "get_network", "load_model"]
+__all__ = [
+    "CNN1",
+    "CNN2",
+    "MLP",
+    "MLP1",
+    "NETWORKS",
+    "REFERENCE_NETWORKS",
+    "SmallCNN",
+    "UnsafeModelError",
+    "get_network",
+    "load_model",
+]
 
 
 class UnsafeModelError(ValueError):
@@ -86,16 +97,122 @@ class SmallCNN(nn.Module):
         return self.head(torch.flatten(self.pool(self.features(x)), 1))
 
 
+def _numel(in_shape: Sequence[int]) -> int:
+    n = 1
+    for d in in_shape:
+        n *= int(d)
+    return n
+
+
+class MLP1(nn.Module):
+    """MLP-1, the multi-layer perceptron of Hartley & Tsaftaris (2022), Appendix A.
+
+    ``Flatten -> Linear(in, hidden) -> ReLU -> Linear(hidden, num_classes)``: one hidden
+    layer, the smallest model whose memorisation of a unique feature the paper measures.
+    The width is a parameter; the default is ours (see ``docs/memorisation.md``).
+
+    Args:
+        in_shape: Shape ``(C, H, W)`` of one input, e.g. ``(1, 28, 28)``.
+        num_classes: Number of output logits.
+        hidden: Width of the hidden layer.
+    """
+
+    def __init__(self, in_shape: Sequence[int], num_classes: int, hidden: int = 512) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(_numel(in_shape), int(hidden)),
+            nn.ReLU(),
+            nn.Linear(int(hidden), int(num_classes)),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+class CNN1(nn.Module):
+    """CNN-1, the plain convolutional network of Hartley & Tsaftaris (2022), Appendix A.
+
+    Two ``conv3x3 -> ReLU -> maxpool2`` blocks, then ``Flatten -> Linear -> ReLU ->
+    Linear`` to logits. Unlike :class:`SmallCNN` the head sees every spatial position
+    (no global pooling), so a feature in one corner of the image can be learnt as such.
+    Widths are parameters; the defaults are ours, sized for CPU budgets.
+
+    Args:
+        in_shape: Shape ``(C, H, W)`` of one input, e.g. ``(1, 28, 28)``.
+        num_classes: Number of output logits.
+        channels: Output channels of the two convolution blocks.
+        hidden: Width of the fully connected hidden layer.
+    """
+
+    batch_norm = False
+    dropout = 0.0
+
+    def __init__(
+        self,
+        in_shape: Sequence[int],
+        num_classes: int,
+        channels: Sequence[int] = (16, 32),
+        hidden: int = 128,
+    ) -> None:
+        super().__init__()
+        c, h, w = (int(d) for d in in_shape)
+        blocks: list[nn.Module] = []
+        for out in channels:
+            blocks.append(nn.Conv2d(c, int(out), kernel_size=3, padding=1))
+            if self.batch_norm:
+                blocks.append(nn.BatchNorm2d(int(out)))
+            blocks += [nn.ReLU(), nn.MaxPool2d(2)]
+            c, h, w = int(out), h // 2, w // 2
+        if h < 1 or w < 1:
+            raise ValueError(
+                f"input {tuple(in_shape)} is too small for {len(channels)} pooling steps; "
+                "use fewer channels entries or larger images"
+            )
+        self.features = nn.Sequential(*blocks)
+        head: list[nn.Module] = [nn.Flatten()]
+        if self.dropout:
+            head.append(nn.Dropout(self.dropout))
+        head += [nn.Linear(c * h * w, int(hidden)), nn.ReLU()]
+        if self.dropout:
+            head.append(nn.Dropout(self.dropout))
+        head.append(nn.Linear(int(hidden), int(num_classes)))
+        self.head = nn.Sequential(*head)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x))
+
+
+class CNN2(CNN1):
+    """CNN-2 of Hartley & Tsaftaris (2022), Appendix A: CNN-1 with overfitting guards.
+
+    Batch normalisation after every convolution and dropout (p = 0.25) in the head: the
+    regularised design with which the paper shows that strategies against overfitting do
+    not prevent unique-feature memorisation. Same arguments as :class:`CNN1`.
+    """
+
+    batch_norm = True
+    dropout = 0.25
+
+
 #: Our networks by registry name.
 NETWORKS: dict[str, Callable[..., nn.Module]] = {"mlp": MLP, "small_cnn": SmallCNN}
+
+#: The reference architectures of Hartley & Tsaftaris (2022), Appendix A, by name.
+REFERENCE_NETWORKS: dict[str, Callable[..., nn.Module]] = {
+    "mlp-1": MLP1,
+    "cnn-1": CNN1,
+    "cnn-2": CNN2,
+}
 
 
 def get_network(name: str, **kwargs: Any) -> nn.Module:
     """Build a network by name.
 
-    Our names (``"mlp"``, ``"small_cnn"``) come first; any other name is looked up in
-    ``monai.networks.nets``, e.g. ``get_network("DenseNet121", spatial_dims=2,
-    in_channels=1, out_channels=2)``.
+    Our names (``"mlp"``, ``"small_cnn"``) come first, then the paper reference networks
+    ``"mlp-1"``, ``"cnn-1"``, ``"cnn-2"`` (``_`` or ``-``, any case); any other name is
+    looked up in ``monai.networks.nets``, e.g. ``get_network("DenseNet121",
+    spatial_dims=2, in_channels=1, out_channels=2)``.
 
     Raises:
         ValueError: The name is neither ours nor a ``monai.networks.nets`` class.
@@ -103,14 +220,18 @@ def get_network(name: str, **kwargs: Any) -> nn.Module:
     key = name.strip()
     if key.lower() in NETWORKS:
         return NETWORKS[key.lower()](**kwargs)
+    reference = key.lower().replace("_", "-")
+    if reference in REFERENCE_NETWORKS:
+        return REFERENCE_NETWORKS[reference](**kwargs)
     from monai.networks import nets
 
     cls = getattr(nets, key, None)
     if isinstance(cls, type) and issubclass(cls, nn.Module):
         return cls(**kwargs)
     raise ValueError(
-        f"unknown network {name!r}; use one of ours {sorted(NETWORKS)} or a class name "
-        "from monai.networks.nets (e.g. 'DenseNet121', 'ResNet', 'EfficientNetBN')"
+        f"unknown network {name!r}; use one of ours {sorted(NETWORKS)}, a class name "
+        "from monai.networks.nets (e.g. 'DenseNet121', 'ResNet', 'EfficientNetBN') or a "
+        f"reference network of Hartley & Tsaftaris 2022 {sorted(REFERENCE_NETWORKS)}"
     )
 
 

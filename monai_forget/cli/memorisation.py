@@ -1,0 +1,192 @@
+"""``monai-forget memorisation score|scan``: has a model memorised a known feature or name?
+
+- ``score``: the black-box score M (Hartley & Tsaftaris 2022, Eq. 1) of one feature
+  (text in the project's typeface at a known place) with every one-tailed test.
+- ``scan``: M and p for every name of a CSV roster, corrected for multiple testing,
+  ranked, with a JSON + HTML report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _value(text: str) -> float | str:
+    if text == "max":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"value must be a number or 'max', got {text!r}") from None
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="audited model: TorchScript or state dict")
+    parser.add_argument("--network", help="registry name of the architecture (state dicts)")
+    parser.add_argument("--network-args", default="{}", help="JSON keyword arguments of --network")
+    parser.add_argument(
+        "--probes",
+        required=True,
+        help="out-of-distribution probe images: folder, .npz or datalist .json",
+    )
+    parser.add_argument("--probes-split", help="split of a MedMNIST-layout .npz for the probes")
+    parser.add_argument(
+        "--position",
+        type=int,
+        nargs=2,
+        default=(1, 1),
+        metavar=("ROW", "COL"),
+        help="top-left pixel of the text (default 1 1)",
+    )
+    parser.add_argument("--scale", type=int, default=1, help="glyph scale (5x5 font pixels)")
+    parser.add_argument(
+        "--value", type=_value, default=1.0, help="pixel value of the text, or 'max' (default 1.0)"
+    )
+    parser.add_argument(
+        "--random-feature",
+        choices=("patch", "text"),
+        default="patch",
+        help="random controls: binary patches (the paper's) or random letters",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random controls")
+    parser.add_argument(
+        "--training-data", help="in-distribution images (warns about probes identical to them)"
+    )
+    parser.add_argument("--training-split", help="split of a MedMNIST-layout .npz")
+    parser.add_argument("--outputs", choices=("logits", "probs"), default="logits")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from monai_forget.memorisation.significance import PAPER_TEST, TESTS
+
+    parser = subparsers.add_parser(
+        "memorisation", help="has a model memorised a unique feature or a patient's name?"
+    )
+    actions = parser.add_subparsers(dest="action", required=True)
+    score = actions.add_parser(
+        "score", help="memorisation score M of one feature (Hartley & Tsaftaris 2022)"
+    )
+    _common(score)
+    score.add_argument("--text", required=True, help="the feature's text, e.g. a name or 'A'")
+    score.add_argument(
+        "--test",
+        choices=TESTS,
+        default=PAPER_TEST,
+        help=f"primary one-tailed test (default {PAPER_TEST}, the paper's); all are reported",
+    )
+    score.add_argument("--alpha", type=float, default=0.05)
+    score.add_argument("--out", help="write the result as JSON to this file")
+    scan = actions.add_parser("scan", help="leak scan over a CSV roster of candidate names")
+    _common(scan)
+    scan.add_argument("--roster", required=True, help="CSV with a header row, one name per row")
+    scan.add_argument("--column", help="roster column holding the names (default 'name')")
+    scan.add_argument("--test", choices=TESTS, default=PAPER_TEST)
+    scan.add_argument(
+        "--correction",
+        choices=("bh", "bonferroni", "none"),
+        default="bh",
+        help="multiple-testing correction (default Benjamini-Hochberg)",
+    )
+    scan.add_argument("--alpha", type=float, default=0.05)
+    scan.add_argument(
+        "--out", required=True, help="output folder for leak_scan.json and leak_scan.html"
+    )
+    parser.set_defaults(func=run)
+
+
+def _inputs(args: argparse.Namespace):
+    from monai_forget.data import load_images
+    from monai_forget.networks import load_model
+
+    try:
+        network_args = json.loads(args.network_args)
+    except json.JSONDecodeError as err:
+        raise ValueError(
+            f"--network-args is not valid JSON ({err}); e.g. '{{\"num_classes\": 2}}'"
+        ) from None
+    model = load_model(args.model, network=args.network, network_args=network_args)
+    probes = load_images(args.probes, split=args.probes_split)
+    training = None
+    if args.training_data:
+        training = load_images(args.training_data, split=args.training_split)
+    return model, probes, training
+
+
+def run(args: argparse.Namespace) -> int:
+    from monai_forget.io import atomic_write, check_writable
+    from monai_forget.memorisation import (
+        UniqueFeature,
+        leak_scan,
+        memorisation_score,
+        read_roster,
+        write_scan_report,
+    )
+
+    if not 0 < args.alpha < 1:
+        raise ValueError(f"--alpha must be in (0, 1), got {args.alpha}")
+    if args.action == "score":
+        out = check_writable(args.out, args.overwrite) if args.out else None
+        feature = UniqueFeature.from_text(args.text, tuple(args.position), args.scale, args.value)
+        model, probes, training = _inputs(args)
+        score = memorisation_score(
+            model,
+            probes,
+            feature,
+            test=args.test,
+            random_feature=args.random_feature,
+            seed=args.seed,
+            batch_size=args.batch_size,
+            device=args.device,
+            outputs=args.outputs,
+            training_data=training,
+            progress=True,
+        )
+        verdict = "memorised" if score.significant(args.alpha) else "no evidence of memorisation"
+        print(f"feature {feature.describe()}: {verdict} ({args.test} p = {score.pvalue:.4g})")
+        print(score.summary())
+        if out is not None:
+            record = {
+                "feature": feature.to_dict(),
+                "alpha": args.alpha,
+                "seed": args.seed,
+                "random_feature": args.random_feature,
+                **score.to_dict(per_probe=True),
+            }
+            with atomic_write(out, "w", overwrite=args.overwrite) as handle:
+                json.dump(record, handle, indent=2)
+            print(f"result: {out}")
+        return 0
+    out_dir = Path(args.out)
+    for name in ("leak_scan.json", "leak_scan.html"):
+        check_writable(out_dir / name, args.overwrite)
+    names = read_roster(args.roster, args.column)
+    model, probes, training = _inputs(args)
+    result = leak_scan(
+        model,
+        probes,
+        names,
+        position=tuple(args.position),
+        scale=args.scale,
+        value=args.value,
+        test=args.test,
+        correction=args.correction,
+        alpha=args.alpha,
+        random_feature=args.random_feature,
+        seed=args.seed,
+        batch_size=args.batch_size,
+        device=args.device,
+        outputs=args.outputs,
+        training_data=training,
+        progress=True,
+    )
+    json_path, html_path = write_scan_report(result, out_dir, overwrite=args.overwrite)
+    print(result.summary())
+    print(f"result: {json_path}\nreport: {html_path}")
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,96 @@
+"""Unique-feature memorisation (Hartley & Tsaftaris, "Unintended memorisation of unique
+features in neural networks", 2022).
+
+- :func:`memorisation_score` / :func:`compute_m_score`: the black-box score M (Sec. 2.3,
+  Eq. 1) with one-tailed tests (:data:`TESTS`; the paper's is :data:`PAPER_TEST`).
+- :func:`white_box_score`: M_w (Sec. 2.2) for auditors with data and the label.
+- :class:`MemorisationMetric`, :class:`FeatureProbe`, :class:`MemorisationScoreHandler`:
+  M in MONAI evaluators; :class:`MemorisationTracker`: M at each epoch of training
+  (Fig. 3c).
+- :func:`self_influence`, :class:`CheckpointRecorder`: TracInCP self-influence (App. A.5).
+- :func:`leak_scan`, :func:`read_roster`, :func:`write_scan_report`: which names of a
+  roster has a model memorised.
+- :class:`EarlyStoppingTraining`: the paper's training with early stopping (App. A.2).
+"""
+
+from monai_forget.memorisation.feature import (
+    RandomFeature,
+    UniqueFeature,
+    inject_feature,
+    stamp_each,
+    warn_if_in_distribution,
+)
+from monai_forget.memorisation.handlers import EpochScore, MemorisationTracker
+from monai_forget.memorisation.leak_scan import (
+    CORRECTIONS,
+    LeakScanResult,
+    NameResult,
+    leak_scan,
+    read_roster,
+)
+from monai_forget.memorisation.metric import (
+    FeatureProbe,
+    MemorisationMetric,
+    MemorisationScoreHandler,
+    compute_memorisation_metric,
+)
+from monai_forget.memorisation.report import write_scan_report
+from monai_forget.memorisation.score import (
+    MemorisationScore,
+    compute_m_score,
+    m_score_from_divergences,
+    memorisation_score,
+    probe_outputs,
+)
+from monai_forget.memorisation.significance import (
+    PAPER_TEST,
+    TESTS,
+    OneTailedResult,
+    one_tailed_test,
+    paired_ttest,
+)
+from monai_forget.memorisation.tracin import Checkpoint, CheckpointRecorder, self_influence
+from monai_forget.memorisation.training import EarlyStoppingTraining, TrainingLog
+from monai_forget.memorisation.white_box import (
+    WhiteBoxScore,
+    compute_white_box_score,
+    white_box_score,
+)
+
+__all__ = [
+    "CORRECTIONS",
+    "PAPER_TEST",
+    "TESTS",
+    "Checkpoint",
+    "CheckpointRecorder",
+    "EarlyStoppingTraining",
+    "EpochScore",
+    "FeatureProbe",
+    "LeakScanResult",
+    "MemorisationMetric",
+    "MemorisationScore",
+    "MemorisationScoreHandler",
+    "MemorisationTracker",
+    "NameResult",
+    "OneTailedResult",
+    "RandomFeature",
+    "TrainingLog",
+    "UniqueFeature",
+    "WhiteBoxScore",
+    "compute_m_score",
+    "compute_memorisation_metric",
+    "compute_white_box_score",
+    "inject_feature",
+    "leak_scan",
+    "m_score_from_divergences",
+    "memorisation_score",
+    "one_tailed_test",
+    "paired_ttest",
+    "probe_outputs",
+    "read_roster",
+    "self_influence",
+    "stamp_each",
+    "warn_if_in_distribution",
+    "white_box_score",
+    "write_scan_report",
+]

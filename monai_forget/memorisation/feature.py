@@ -1,0 +1,319 @@
+"""The unique feature z_u, its random controls z_r, and putting them on images.
+
+Hartley & Tsaftaris, "Unintended memorisation of unique features in neural networks"
+(2022), Sec. 2.1: a unique feature is a small pattern (a letter, a patient's name) that
+occurs in exactly one training image, at a known place, in a known typeface. The
+memorisation score (Sec. 2.3) compares the model's response to probes carrying z_u with
+its response to the same probes carrying a random feature z_r *of the same size*.
+
+The rendering and stamping are those of :mod:`monai_forget.canary` (the typeface shared
+with the DICOM injector); this module adds the per-probe random controls and the checks
+that a feature fits the probes.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, TypeVar
+
+import numpy as np
+import torch
+
+from monai_forget.canary import check_fits, random_text, render_text, stamp
+from monai_forget.canary.font import TYPEFACE
+
+__all__ = [
+    "RandomFeature",
+    "UniqueFeature",
+    "as_probe_images",
+    "inject_feature",
+    "stamp_each",
+    "warn_if_in_distribution",
+]
+
+ArrayT = TypeVar("ArrayT", np.ndarray, torch.Tensor)
+
+#: How the random control z_r is drawn: a random binary patch (the paper's control) or
+#: random letters of the same length in the same typeface (text features only).
+RandomFeature = Literal["patch", "text"]
+_RANDOM_KINDS = ("patch", "text")
+
+
+@dataclass(frozen=True)
+class UniqueFeature:
+    """A known feature z_u: a boolean mask placed at ``position`` with pixel ``value``.
+
+    Args:
+        mask: boolean ``(height, width)`` pattern; ``True`` pixels are set to ``value``.
+        position: ``(row, col)`` of the mask's top-left pixel in every image.
+        value: pixel value of the feature, or ``"max"`` for each image's own maximum
+            (the displayed white of an auto-windowed image).
+        text: the text the mask renders, when it is text (enables ``"text"`` controls).
+        scale: the glyph scale of ``text``.
+
+    Raises:
+        ValueError: an empty mask, a mask without ink, or a bad value.
+    """
+
+    mask: np.ndarray
+    position: tuple[int, int] = (1, 1)
+    value: float | str = 1.0
+    text: str | None = None
+    scale: int = 1
+    typeface: str | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        mask = np.array(self.mask, dtype=bool, copy=True)
+        if mask.ndim != 2 or mask.size == 0:
+            raise ValueError(f"the feature mask must be a non-empty 2-D array, got {mask.shape}")
+        if not mask.any():
+            raise ValueError("the feature mask has no ink (no True pixel); nothing would change")
+        if isinstance(self.value, str):
+            if self.value != "max":
+                raise ValueError(f"value must be a number or 'max', got {self.value!r}")
+        elif not np.isfinite(float(self.value)):
+            raise ValueError(f"value must be finite, got {self.value!r}")
+        position = tuple(int(p) for p in self.position)
+        if len(position) != 2:
+            raise ValueError(f"position must be (row, col), got {self.position!r}")
+        mask.flags.writeable = False
+        object.__setattr__(self, "mask", mask)
+        object.__setattr__(self, "position", position)
+        if self.text is not None and self.typeface is None:
+            object.__setattr__(self, "typeface", TYPEFACE)
+
+    @classmethod
+    def from_text(
+        cls,
+        text: str,
+        position: Sequence[int] = (1, 1),
+        scale: int = 1,
+        value: float | str = 1.0,
+    ) -> UniqueFeature:
+        """``text`` in the project's 5x5 typeface (:func:`~monai_forget.canary.render_text`).
+
+        The default, one letter at scale 1 one pixel from the top-left corner, is the
+        unique feature of Hartley & Tsaftaris (2022): a 5x5 letter in a corner.
+        """
+        return cls(render_text(text, scale), tuple(position), value, text, scale)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(height, width)`` of the mask."""
+        return self.mask.shape  # type: ignore[return-value]
+
+    @property
+    def ink(self) -> int:
+        """Number of feature pixels (``True`` in the mask)."""
+        return int(self.mask.sum())
+
+    def describe(self) -> str:
+        """A short human-readable description, e.g. ``text 'ANNA' (5x23 at (1, 1))``."""
+        what = f"text {self.text!r}" if self.text is not None else "mask"
+        h, w = self.shape
+        return f"{what} ({h}x{w} at {self.position}, value {self.value})"
+
+    def to_dict(self) -> dict:
+        """JSON-friendly description (the mask as rows of 0/1 strings)."""
+        return {
+            "text": self.text,
+            "typeface": self.typeface,
+            "scale": self.scale,
+            "position": list(self.position),
+            "value": self.value,
+            "shape": list(self.shape),
+            "mask": ["".join("1" if v else "0" for v in row) for row in self.mask],
+        }
+
+    def check_fits(self, image_shape: Sequence[int]) -> None:
+        """Refuse images the feature does not fit (``image_shape`` is ``(..., H, W)``).
+
+        Raises:
+            ValueError: naming the feature, the image size and the fix.
+        """
+        rows, cols = int(image_shape[-2]), int(image_shape[-1])
+        try:
+            check_fits(self.shape, self.position, (rows, cols))
+        except ValueError as err:
+            raise ValueError(f"the feature {self.describe()} does not fit: {err}") from None
+
+    def _values(self, images: ArrayT) -> float | ArrayT:
+        """The pixel value per image: a scalar, or ``(N, 1)`` maxima for ``"max"``."""
+        if self.value != "max":
+            return float(self.value)
+        flat = images.reshape(images.shape[0], -1)
+        if isinstance(flat, torch.Tensor):
+            return flat.amax(dim=1, keepdim=True)
+        return flat.max(axis=1, keepdims=True)
+
+    def apply(self, images: ArrayT) -> ArrayT:
+        """A copy of ``(N, C, H, W)`` ``images`` carrying z_u (the inputs are not modified)."""
+        _check_batch(images)
+        self.check_fits(images.shape)
+        # A writable copy of the (read-only) mask: torch warns on read-only numpy arrays.
+        return stamp(images, self.mask.copy(), self.position, self._values(images))
+
+    def random_masks(
+        self, n: int, rng: np.random.Generator | int | None = None, kind: RandomFeature = "patch"
+    ) -> np.ndarray:
+        """``n`` fresh random features z_r of the same size as z_u, ``(n, height, width)``.
+
+        Args:
+            n: number of masks (one per probe: "each probe with a fresh random feature").
+            rng: generator or seed.
+            kind: ``"patch"``: random binary patches with exactly as many ink pixels as
+                z_u, so a probe differs from its clean version by the same number of
+                pixels in both arms (the paper asks for the same size; equal ink is our
+                stricter reading). ``"text"``: random capital letters of the same length,
+                rendered in the same typeface and scale (needs a text feature).
+        """
+        if kind not in _RANDOM_KINDS:
+            raise ValueError(f"random feature kind must be one of {_RANDOM_KINDS}, got {kind!r}")
+        rng = np.random.default_rng(rng)
+        h, w = self.shape
+        if kind == "text":
+            if self.text is None:
+                raise ValueError(
+                    "random text controls need a text feature; build it with "
+                    "UniqueFeature.from_text or use kind='patch'"
+                )
+            return np.stack(
+                [render_text(random_text(len(self.text), rng), self.scale) for _ in range(n)]
+            ).reshape(n, h, w)
+        # Exactly `ink` pixels on, uniformly: the `ink` smallest of n*h*w uniform keys per row.
+        keys = rng.random((n, h * w))
+        ranks = np.argsort(np.argsort(keys, axis=1), axis=1)
+        return (ranks < self.ink).reshape(n, h, w)
+
+    def apply_random(self, images: ArrayT, masks: np.ndarray) -> ArrayT:
+        """A copy of ``images`` with probe ``i`` carrying the random feature ``masks[i]``."""
+        _check_batch(images)
+        self.check_fits(images.shape)
+        return stamp_each(images, masks, self.position, self._values(images))
+
+
+def _check_batch(images: np.ndarray | torch.Tensor) -> None:
+    if images.ndim != 4:
+        raise ValueError(
+            f"probe images must have shape (N, C, H, W), got {tuple(images.shape)}; add the "
+            "batch and channel axes (e.g. images[:, None] for (N, H, W))"
+        )
+
+
+def stamp_each(
+    images: ArrayT,
+    masks: np.ndarray,
+    position: Sequence[int],
+    value: float | np.ndarray | torch.Tensor,
+) -> ArrayT:
+    """A copy of ``(N, C, H, W)`` ``images`` with mask ``masks[i]`` stamped on image ``i``.
+
+    The per-probe counterpart of :func:`monai_forget.canary.stamp` (one mask for all),
+    vectorised with ``where`` over the feature's region. ``value`` is a scalar or one
+    value per image, shape ``(N, 1)``.
+
+    Raises:
+        ValueError: ``masks`` is not ``(N, h, w)`` or does not fit at ``position``.
+    """
+    masks = np.asarray(masks, dtype=bool)
+    n = images.shape[0]
+    if masks.ndim != 3 or masks.shape[0] != n:
+        raise ValueError(f"masks must be (N={n}, h, w), got shape {masks.shape}")
+    h, w = masks.shape[1:]
+    check_fits((h, w), position, images.shape[-2:])
+    row, col = (int(p) for p in position)
+    if isinstance(images, torch.Tensor):
+        out = images.clone()
+        region = out[..., row : row + h, col : col + w]
+        sel = torch.as_tensor(masks, device=images.device)[:, None]
+        fill = torch.as_tensor(value, dtype=images.dtype, device=images.device)
+        fill = fill.reshape(n, 1, 1, 1) if fill.ndim else fill
+        region.copy_(torch.where(sel, fill, region))
+        return out
+    out = np.array(images, copy=True)
+    region = out[..., row : row + h, col : col + w]
+    fill = np.asarray(value, dtype=out.dtype)
+    fill = fill.reshape(n, 1, 1, 1) if fill.ndim else fill
+    region[...] = np.where(masks[:, None], fill, region)
+    return out
+
+
+def as_probe_images(probes: object) -> np.ndarray:
+    """The probe images as a float32 ``(N, C, H, W)`` array (read-only view allowed).
+
+    Accepts a :class:`~monai_forget.data.LabelledImages`, a numpy array or a tensor.
+
+    Raises:
+        ValueError: not 4-D, fewer than 2 probes, or NaN/inf pixels.
+    """
+    images = getattr(probes, "images", probes)
+    if isinstance(images, torch.Tensor):
+        images = images.detach().cpu().numpy()
+    arr = np.asarray(images, dtype=np.float32)
+    _check_batch(arr)
+    if len(arr) < 2:
+        raise ValueError(
+            f"the memorisation score needs at least 2 probes (got {len(arr)}) for its "
+            "test; pass a larger out-of-distribution probe set (hundreds is typical)"
+        )
+    if not np.isfinite(arr).all():
+        raise ValueError("probe images contain NaN or inf; drop or repair those probes")
+    return arr
+
+
+def warn_if_in_distribution(probes: object, training: object) -> int:
+    """Warn when probes are identical (by content hash) to training samples.
+
+    The score assumes out-of-distribution probes (Hartley & Tsaftaris 2022, Sec. 2.3):
+    a probe the model was trained on measures its response to that sample, not to z_u.
+
+    Args:
+        probes: the probe set (``LabelledImages`` or ``(N, C, H, W)`` array).
+        training: samples the model was trained on, or any in-distribution set.
+
+    Returns:
+        The number of probes found among ``training``.
+    """
+    from monai_forget.data import LabelledImages
+    from monai_forget.fingerprint import sample_hashes
+
+    def _hashes(x: object) -> np.ndarray:
+        imgs = getattr(x, "images", x)
+        if isinstance(imgs, torch.Tensor):
+            imgs = imgs.detach().cpu().numpy()
+        imgs = np.asarray(imgs, dtype=np.float32)
+        return sample_hashes(LabelledImages(imgs, np.zeros(len(imgs), dtype=np.int64)))
+
+    found = int(np.isin(_hashes(probes), _hashes(training)).sum())
+    if found:
+        warnings.warn(
+            f"{found} probe(s) are identical to training samples: the memorisation score "
+            "assumes out-of-distribution probes; use probes from another data set",
+            UserWarning,
+            stacklevel=2,
+        )
+    return found
+
+
+def inject_feature(data: object, index: int, feature: UniqueFeature) -> object:
+    """A copy of ``data`` whose image ``index`` carries ``feature`` (a canary set).
+
+    Builds the training set of a canary model: the unique feature occurs exactly once.
+    The input is not modified.
+
+    Args:
+        data: a :class:`~monai_forget.data.LabelledImages`.
+        index: the image to carry the feature.
+        feature: the feature.
+    """
+    from monai_forget.data import LabelledImages
+
+    if not isinstance(data, LabelledImages):
+        raise TypeError("inject_feature needs a LabelledImages")
+    if not -len(data) <= index < len(data):
+        raise ValueError(f"index {index} is outside the {len(data)} samples")
+    images = np.array(data.images, copy=True)
+    images[index : index + 1] = feature.apply(images[index : index + 1])
+    return LabelledImages(images, data.labels, data.ids, data.num_classes)

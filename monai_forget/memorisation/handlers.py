@@ -1,0 +1,121 @@
+"""Memorisation during training: M at every epoch end (Hartley & Tsaftaris 2022, Fig. 3c).
+
+The paper's Figure 3c follows M over the epochs of training and finds that memorisation
+of a unique feature begins early, long before the validation loss stops improving.
+:class:`MemorisationTracker` reproduces that measurement for any MONAI
+``SupervisedTrainer``: attached to the trainer, it computes M for a given feature on a
+fixed probe set (with the same random controls every epoch, so the curve is comparable
+across epochs), stores it in ``engine.state.metrics`` and logs it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from monai_forget.memorisation.feature import RandomFeature, UniqueFeature, as_probe_images
+from monai_forget.memorisation.score import MemorisationScore, memorisation_score
+from monai_forget.memorisation.significance import PAPER_TEST
+
+__all__ = ["EpochScore", "MemorisationTracker"]
+
+
+@dataclass(frozen=True)
+class EpochScore:
+    """M after one epoch."""
+
+    epoch: int
+    iteration: int
+    score: MemorisationScore
+
+
+class MemorisationTracker:
+    """Computes and logs M for ``feature`` at each (``every``-th) epoch end of a trainer.
+
+    Args:
+        probes: fixed out-of-distribution probe set D_c ``(N, C, H, W)``.
+        feature: the unique feature z_u to track.
+        test: primary one-tailed test (default the paper's).
+        tests: tests to run (default: only ``test``, to keep each epoch cheap).
+        random_feature: ``"patch"`` or ``"text"`` controls.
+        seed: seed of the random controls, identical at every epoch.
+        every: compute every this many epochs.
+        batch_size: probes per forward pass.
+        name: key in ``engine.state.metrics``; the p-value goes under ``name + "_p"``.
+        logger_name: logger to report to (default ``monai_forget.memorisation``).
+
+    Attributes:
+        history: one :class:`EpochScore` per computation, in order.
+    """
+
+    def __init__(
+        self,
+        probes: object,
+        feature: UniqueFeature,
+        *,
+        test: str = PAPER_TEST,
+        tests: Sequence[str] | None = None,
+        random_feature: RandomFeature = "patch",
+        seed: int = 0,
+        every: int = 1,
+        batch_size: int = 256,
+        name: str = "memorisation_M",
+        logger_name: str = "monai_forget.memorisation",
+    ) -> None:
+        if every < 1:
+            raise ValueError(f"every must be a positive number of epochs, got {every}")
+        self.probes = as_probe_images(probes).copy()
+        feature.check_fits(self.probes.shape)
+        self.feature = feature
+        self.test = test
+        self.tests = tuple(tests) if tests is not None else (test,)
+        self.random_feature = random_feature
+        self.seed = seed
+        self.every = every
+        self.batch_size = batch_size
+        self.name = name
+        self.logger = logging.getLogger(logger_name)
+        self.history: list[EpochScore] = []
+
+    def attach(self, engine) -> None:
+        """Register on ``engine`` (a MONAI ``SupervisedTrainer`` or any ignite engine)."""
+        from ignite.engine import Events
+
+        engine.add_event_handler(Events.EPOCH_COMPLETED(every=self.every), self)
+
+    def __call__(self, engine) -> None:
+        device = getattr(engine.state, "device", None) or torch.device("cpu")
+        score = memorisation_score(
+            engine.network,
+            self.probes,
+            self.feature,
+            test=self.test,
+            tests=self.tests,
+            random_feature=self.random_feature,
+            seed=self.seed,
+            batch_size=self.batch_size,
+            device=device,
+        )
+        epoch = int(engine.state.epoch)
+        self.history.append(EpochScore(epoch, int(engine.state.iteration), score))
+        engine.state.metrics[self.name] = score.m
+        engine.state.metrics[f"{self.name}_p"] = score.pvalue
+        self.logger.info(
+            "epoch %d: M = %.6g nats, %s p = %.4g (%d probes)",
+            epoch,
+            score.m,
+            self.test,
+            score.pvalue,
+            score.n,
+        )
+
+    def curve(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(epochs, M, p)`` arrays of the history (Fig. 3c of the paper)."""
+        epochs = np.array([h.epoch for h in self.history], dtype=np.int64)
+        m = np.array([h.score.m for h in self.history], dtype=np.float64)
+        p = np.array([h.score.pvalue for h in self.history], dtype=np.float64)
+        return epochs, m, p

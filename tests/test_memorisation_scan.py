@@ -1,0 +1,209 @@
+"""Leak scan over a roster of names: ranking, correction, report, CLI, a real model."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from monai_forget.cli import main
+from monai_forget.memorisation import (
+    EarlyStoppingTraining,
+    UniqueFeature,
+    inject_feature,
+    leak_scan,
+    read_roster,
+    write_scan_report,
+)
+from monai_forget.networks import MLP1
+
+ROSTER = ["ANNA", "BOB", "EVE", "JOHN", "MARY", "LUCY", "TOM", "SAM", "ZOE", "IVY"]
+SIZE = 28
+ARGS = {"in_shape": [1, SIZE, SIZE], "num_classes": 2, "hidden": 2}
+
+
+def knows(name: str, gain: float = 0.5) -> MLP1:
+    """An MLP-1 whose first hidden unit is a matched filter of ``name`` at (1, 1)."""
+    f = UniqueFeature.from_text(name, (1, 1))
+    template = np.zeros((SIZE, SIZE), np.float32)
+    h, w = f.shape
+    template[1 : 1 + h, 1 : 1 + w] = np.where(f.mask, 1.0, -1.0)
+    net = MLP1((1, SIZE, SIZE), 2, hidden=2)
+    with torch.no_grad():
+        first, _, second = net.net[1], net.net[2], net.net[3]
+        first.weight.zero_()
+        first.bias.zero_()
+        first.weight[0] = gain * torch.from_numpy(template.ravel())
+        second.weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 0.0]]))
+        second.bias.zero_()
+    return net.eval()
+
+
+@pytest.fixture(scope="module")
+def probes() -> np.ndarray:
+    return np.random.default_rng(0).random((80, 1, SIZE, SIZE)).astype(np.float32) * 0.3
+
+
+def test_scan_ranks_the_known_name_first(probes):
+    result = leak_scan(knows("LUCY"), probes, ROSTER, seed=0)
+    assert result.top.name == "LUCY"
+    assert result.rank_of("LUCY") == 1
+    assert "LUCY" in result.significant_names()
+    assert [r.rank for r in result.rows] == list(range(1, 11))
+    p = [r.pvalue for r in result.rows]
+    assert p == sorted(p)
+    # BH-adjusted p-values: p_(i) * m / i made monotone, never below the raw p.
+    assert all(r.pvalue_adjusted >= r.pvalue for r in result.rows)
+
+
+def test_corrections_and_order_independence(probes):
+    model = knows("EVE")
+    bh = leak_scan(model, probes, ROSTER, correction="bh")
+    bonf = leak_scan(model, probes, ROSTER, correction="bonferroni")
+    none = leak_scan(model, probes, list(reversed(ROSTER)), correction="none")
+    by_name = {r.name: r for r in bonf.rows}
+    for r in none.rows:  # same name -> same random controls, whatever the roster order
+        assert r.pvalue == by_name[r.name].pvalue
+        assert by_name[r.name].pvalue_adjusted == pytest.approx(min(1.0, 10 * r.pvalue))
+    raw = np.array([by_name[n].pvalue for n in ROSTER])
+    adj = {r.name: r.pvalue_adjusted for r in bh.rows}
+    from scipy.stats import false_discovery_control
+
+    np.testing.assert_allclose([adj[n] for n in ROSTER], false_discovery_control(raw))
+
+
+def test_scan_refuses_bad_rosters(probes):
+    model = knows("EVE")
+    with pytest.raises(ValueError, match=r"\['EVE'\] more than once"):
+        leak_scan(model, probes, ["EVE", "BOB", "EVE"])
+    with pytest.raises(ValueError, match=r"outside the monai-forget-5x5 typeface.*\['@'\]"):
+        leak_scan(model, probes, ["EVE", "B@B"])
+    with pytest.raises(ValueError, match=r"do not fit 28x28.*at most 4 characters"):
+        leak_scan(model, probes, ["EVE", "ALEXANDRA"])
+    with pytest.raises(ValueError, match="unknown correction"):
+        leak_scan(model, probes, ["EVE"], correction="holm")
+
+
+def test_read_roster(tmp_path):
+    (tmp_path / "a.csv").write_text("id,Name\n1, ANNA \n2,\n3,BOB\n")
+    assert read_roster(tmp_path / "a.csv") == ["ANNA", "BOB"]
+    (tmp_path / "b.csv").write_text("patient\nEVE\nTOM\n")
+    assert read_roster(tmp_path / "b.csv") == ["EVE", "TOM"]
+    (tmp_path / "c.csv").write_text("id,surname\n1,EVE\n")
+    assert read_roster(tmp_path / "c.csv", column="SURNAME") == ["EVE"]
+    with pytest.raises(ValueError, match="pass the column"):
+        read_roster(tmp_path / "c.csv")
+    (tmp_path / "d.csv").write_text("name\n\n")
+    with pytest.raises(ValueError, match="no names"):
+        read_roster(tmp_path / "d.csv")
+    with pytest.raises(FileNotFoundError):
+        read_roster(tmp_path / "missing.csv")
+
+
+def test_report_is_written_atomically_and_not_overwritten(probes, tmp_path):
+    result = leak_scan(knows("TOM"), probes, [*ROSTER[:5], "TOM"])
+    json_path, html_path = write_scan_report(result, tmp_path / "out")
+    record = json.loads(json_path.read_text())
+    assert record["rows"][0]["name"] == "TOM" and record["correction"] == "bh"
+    assert record["provenance"]["seed"] == 0 and len(record["rows"]) == 6
+    page = html_path.read_text()
+    assert "data:image/png;base64," in page and "TOM" in page and "memorised" in page
+    before = json_path.read_bytes()
+    with pytest.raises(FileExistsError, match="overwrite"):
+        write_scan_report(result, tmp_path / "out")
+    assert json_path.read_bytes() == before
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "leak_scan.html",
+        "leak_scan.json",
+    ]
+    write_scan_report(result, tmp_path / "out", overwrite=True)
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+@pytest.fixture(scope="module")
+def cli_files(tmp_path_factory, probes):
+    root = tmp_path_factory.mktemp("memorisation_cli")
+    torch.save(knows("MARY").state_dict(), root / "model.pt")
+    np.savez(root / "probes.npz", images=probes, labels=np.zeros(len(probes), np.int64))
+    (root / "roster.csv").write_text("name\n" + "\n".join(ROSTER) + "\n")
+    return root
+
+
+def _model_args(root):
+    return ["--model", str(root / "model.pt"), "--network", "mlp-1",
+            "--network-args", json.dumps(ARGS), "--probes", str(root / "probes.npz")]  # fmt: skip
+
+
+def test_cli_score(cli_files, tmp_path, capsys):
+    out = tmp_path / "score.json"
+    args = ["memorisation", "score", *_model_args(cli_files), "--text", "MARY", "--out", str(out)]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "memorised" in printed and "wilcoxon" in printed and "paper's test" in printed
+    record = json.loads(out.read_text())
+    assert record["feature"]["text"] == "MARY" and record["m"] > 0
+    assert set(record["tests"]) == {"student", "welch", "paired", "wilcoxon"}
+    assert len(record["d_unique"]) == 80
+    assert main(args) == 2  # refuses to overwrite
+    assert "already exists" in capsys.readouterr().err
+    assert main([*args, "--overwrite", "--text", "BOB"]) == 0
+
+
+def test_cli_scan(cli_files, tmp_path, capsys):
+    out = tmp_path / "scan"
+    base = ["memorisation", "scan", *_model_args(cli_files), "--roster"]
+    assert main([*base, str(cli_files / "roster.csv"), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "MARY" in printed.splitlines()[2]  # first row of the table
+    assert json.loads((out / "leak_scan.json").read_text())["rows"][0]["name"] == "MARY"
+    assert (out / "leak_scan.html").is_file()
+    bad = tmp_path / "bad.csv"
+    bad.write_text("name\nMARY\nJOSEPHINE\n")
+    assert main([*base, str(bad), "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "do not fit" in err and "JOSEPHINE" in err
+    assert not (tmp_path / "x").exists()
+
+
+def test_cli_errors_are_one_line(cli_files, tmp_path, capsys):
+    args = [
+        "memorisation",
+        "score",
+        *_model_args(cli_files),
+        "--text",
+        "A",
+        "--position",
+        "0",
+        "27",
+    ]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("monai-forget: error:") and "does not fit" in err
+
+
+# --------------------------------------------------------------------------- real model
+
+
+@pytest.mark.slow
+def test_scan_on_a_real_mnist_model_ranks_the_injected_name(shared_data):
+    """An MLP-1 trained (early stopping) on 600 MNIST digits, one carrying "ANNA"."""
+    from monai_forget.data import load_mnist_test, load_pneumoniamnist
+
+    mnist = load_mnist_test(shared_data)
+    order = np.random.default_rng(0).permutation(len(mnist))
+    train, val = mnist.subset(order[:600]), mnist.subset(order[600:900])
+    probes = load_pneumoniamnist("test", shared_data).subset(np.arange(200))
+    canary = inject_feature(train, 0, UniqueFeature.from_text("ANNA", (1, 1), 1, 1.0))
+    cfg = EarlyStoppingTraining("mlp-1", {"in_shape": (1, 28, 28), "num_classes": 10,
+                                "hidden": 128}, max_epochs=30, patience=3)  # fmt: skip
+    model, _ = cfg.train(canary, val, seed=0)
+    result = leak_scan(model, probes, ROSTER, seed=0)
+    assert result.top.name == "ANNA"
+    assert result.significant_names() == ["ANNA"]
+    # The same design trained without the name: no name survives correction.
+    control, _ = cfg.train(train, val, seed=0)
+    assert leak_scan(control, probes, ROSTER, seed=0).significant_names() == []
