@@ -11,13 +11,37 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import torch
 from monai.handlers import IgniteMetricHandler
 from monai.handlers.utils import from_engine
 
 from monai_forget.audit.ema import EMAThresholds, TestName
 from monai_forget.metrics import EMAMetric, KSCalibratedRatioMetric
 
-_DEFAULT_OUTPUT = from_engine(["pred", "label"])
+_PRED_LABEL = from_engine(["pred", "label"])
+
+
+def _as_batch(values: Any) -> Any:
+    """A decollated list of per-sample tensors (or numbers) as one batch tensor."""
+    if isinstance(values, (list, tuple)):
+        return torch.stack(
+            [v if isinstance(v, torch.Tensor) else torch.as_tensor(v) for v in values]
+        )
+    return values
+
+
+def _pred_label_batch(output: Any) -> tuple[Any, Any]:
+    """``(pred, label)`` of ``engine.state.output`` as batch tensors.
+
+    ``from_engine(["pred", "label"])`` yields per-sample lists once MONAI has decollated
+    the batch, and ignite then updates the metric one sample at a time; stacking them
+    gives one update per iteration, which keeps the handlers' evaluation overhead small.
+    """
+    pred, label = _PRED_LABEL(output)
+    return _as_batch(pred), _as_batch(label)
+
+
+_DEFAULT_OUTPUT = _pred_label_batch
 
 
 class KSCalibratedRatio(IgniteMetricHandler):

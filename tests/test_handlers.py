@@ -165,6 +165,25 @@ def test_handlers_after_softmax_postprocessing_match_offline_audit(setup: Setup)
     _check_against_offline(setup, metrics, probs.astype(np.float64), labels)
 
 
+def test_handlers_without_decollation_give_the_same_values(setup: Setup) -> None:
+    """Batch tensors (``decollate=False``) and per-sample lists give identical metrics."""
+    decollated, _, _ = _run(setup, softmax_postprocessing=False)
+    evaluator = SupervisedEvaluator(
+        device=torch.device("cpu"),
+        val_data_loader=torch.utils.data.DataLoader(setup.query.to_dataset(), batch_size=BATCH),
+        network=setup.target,
+        decollate=False,
+        key_val_metric={
+            "rho_KS": KSCalibratedRatio(
+                setup.query_confidence, setup.calibration_confidence, from_logits=True
+            )
+        },
+        additional_metrics={"rho_EMA": EMAAudit(setup.thresholds, from_logits=True)},
+    )
+    evaluator.run()
+    assert evaluator.state.metrics == pytest.approx(decollated, rel=1e-12, abs=1e-300)
+
+
 def test_logits_without_from_logits_are_refused(setup: Setup) -> None:
     """Logits handed to a handler that expects probabilities stop the run with the fix."""
     evaluator = SupervisedEvaluator(
