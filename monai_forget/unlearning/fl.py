@@ -12,6 +12,7 @@ returned with what every client recorded.
 
 Workspace layout (``workspace/``)::
 
+    simulator.log                                      the simulator's console output
     job/job.json, job/data/<site>.npz, job/initial_model.pt
     job/clients/<site>/update_round_NNN.pt, before_withdrawal.pt, withdrawal.json
     flare/<job name>/server/simulate_job/log.txt       FLARE's server log
@@ -20,9 +21,12 @@ Workspace layout (``workspace/``)::
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -236,13 +240,43 @@ def run_federated(
         workspace_root=str(workspace / "flare"),
     )
     start = time.perf_counter()
-    run = recipe.execute(env)
-    result = run.get_result()
+    try:
+        with _output_to(workspace / "simulator.log"):
+            run = recipe.execute(env)
+            result = run.get_result()
+    except RuntimeError as err:
+        raise RuntimeError(
+            f"{err} (console output: {workspace / 'simulator.log'}; client records: "
+            f"{job_dir / 'clients'})"
+        ) from err
     seconds = time.perf_counter() - start
     record = _read_record(job_dir, withdrawal)
     model_file = _find_global_model(Path(result) if result else workspace / "flare" / JOB_NAME)
     model = _model_from(config, load_tensors(model_file))
     return FederatedRun(model, workspace, names, config, withdrawal, record, seconds)
+
+
+@contextlib.contextmanager
+def _output_to(path: Path) -> Iterator[None]:
+    """Send this process's stdout/stderr file descriptors (and so the FLARE simulator
+    subprocess's console output) to ``path`` for the duration of the block."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        with path.open("ab") as log:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            try:
+                yield
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os.dup2(saved[0], 1)
+                os.dup2(saved[1], 2)
+    finally:
+        for fd in saved:
+            os.close(fd)
 
 
 def _clear(workspace: Path) -> None:
@@ -263,8 +297,8 @@ def _read_record(job_dir: Path, withdrawal: Withdrawal | None) -> dict[str, Any]
     if not path.is_file():
         raise RuntimeError(
             f"client {withdrawal.client} left no withdrawal record at {path}; the simulation "
-            f"did not reach round {withdrawal.round} (see the FLARE logs under "
-            f"{job_dir.parent / 'flare'})"
+            f"did not reach round {withdrawal.round} (see {job_dir.parent / 'simulator.log'} "
+            f"and the FLARE logs under {job_dir.parent / 'flare'})"
         )
     record = json.loads(path.read_text())
     if "error" in record:
