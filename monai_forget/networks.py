@@ -26,6 +26,7 @@ __all__ = [
     "MLP1",
     "NETWORKS",
     "REFERENCE_NETWORKS",
+    "LiuTsaftarisCNN",
     "SmallCNN",
     "UnsafeModelError",
     "get_network",
@@ -195,8 +196,73 @@ class CNN2(CNN1):
     dropout = 0.25
 
 
+class LiuTsaftarisCNN(nn.Module):
+    """The 4-block CNN of Liu & Tsaftaris 2020, Sec. 4.2 (ACDC pathology classification).
+
+    Four convolution blocks: 32 channels with a 7x7 kernel, stride 1, padding 3; then
+    64, 128 and 128 channels with 4x4 kernels, stride 2, padding 1 (each halves the
+    size); then a linear layer from the flattened features to the class logits. The
+    paper trains it on random 128x128 crops with Adam (beta1 = 0.5, beta2 = 0.999).
+
+    The paper's text as summarised for this project gives the convolutions only; each
+    block here is ``conv -> batch norm -> ReLU`` (``norm=False`` drops the batch norm).
+    Because the output layer is linear over the flattened map, the input size is fixed:
+    ``spatial_size`` must be divisible by 8 and every input must have that size.
+
+    Args:
+        in_channels: Input channels (1 for cine MRI).
+        num_classes: Number of output logits (5 ACDC pathology groups).
+        spatial_size: Input height and width, e.g. ``(128, 128)``.
+        channels: Output channels of the four blocks.
+        norm: Batch normalisation after each convolution.
+    """
+
+    def __init__(
+        self,
+        in_channels: int = 1,
+        num_classes: int = 5,
+        spatial_size: Sequence[int] | int = (128, 128),
+        channels: Sequence[int] = (32, 64, 128, 128),
+        norm: bool = True,
+    ) -> None:
+        super().__init__()
+        size = (int(spatial_size),) * 2 if isinstance(spatial_size, int) else tuple(spatial_size)
+        if len(size) != 2 or any(s < 8 or s % 8 for s in size):
+            raise ValueError(
+                f"spatial_size must be two sizes divisible by 8 (three stride-2 blocks), "
+                f"got {spatial_size}"
+            )
+        if len(channels) != 4:
+            raise ValueError(f"channels must give the 4 blocks' widths, got {channels}")
+        self.spatial_size = (int(size[0]), int(size[1]))
+        specs = [(7, 1, 3)] + [(4, 2, 1)] * 3
+        blocks: list[nn.Module] = []
+        prev = int(in_channels)
+        for width, (kernel, stride, padding) in zip(channels, specs, strict=True):
+            blocks.append(nn.Conv2d(prev, int(width), kernel, stride, padding, bias=not norm))
+            if norm:
+                blocks.append(nn.BatchNorm2d(int(width)))
+            blocks.append(nn.ReLU(inplace=True))
+            prev = int(width)
+        self.features = nn.Sequential(*blocks)
+        self.head = nn.Linear(prev * (size[0] // 8) * (size[1] // 8), int(num_classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if tuple(x.shape[-2:]) != self.spatial_size:
+            raise ValueError(
+                f"LiuTsaftarisCNN was built for {self.spatial_size[0]}x{self.spatial_size[1]} "
+                f"inputs, got {tuple(x.shape[-2:])}; crop or resize the images (e.g. "
+                "monai.transforms.CenterSpatialCrop) or build it with that spatial_size"
+            )
+        return self.head(torch.flatten(self.features(x), 1))
+
+
 #: Our networks by registry name.
-NETWORKS: dict[str, Callable[..., nn.Module]] = {"mlp": MLP, "small_cnn": SmallCNN}
+NETWORKS: dict[str, Callable[..., nn.Module]] = {
+    "mlp": MLP,
+    "small_cnn": SmallCNN,
+    "liu_tsaftaris_cnn": LiuTsaftarisCNN,
+}
 
 #: The reference architectures of Hartley & Tsaftaris (2022), Appendix A, by name.
 REFERENCE_NETWORKS: dict[str, Callable[..., nn.Module]] = {

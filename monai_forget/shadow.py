@@ -187,6 +187,10 @@ class BundleRecipe:
         dataset_key: config id of the training dataset to replace.
         device_key: config id of the device, or ``None`` when the config has none.
         overrides: extra ``{id: value}`` settings (for example fewer epochs).
+        transform_key: config id of a transform applied to each in-memory training
+            sample (the config's random augmentation, e.g. ``"train#augmentation"``);
+            ``None``: the samples are used as they are. The dataset at ``dataset_key``
+            is replaced, so its preprocessing is lost unless named here.
     """
 
     config_file: str
@@ -195,6 +199,7 @@ class BundleRecipe:
     dataset_key: str = "train#dataset"
     device_key: str | None = "device"
     overrides: Mapping[str, Any] = field(default_factory=dict)
+    transform_key: str | None = None
 
     def _parser(self):
         from monai.bundle import ConfigParser
@@ -209,7 +214,8 @@ class BundleRecipe:
     def name(self) -> str:
         content = Path(self.config_file).read_bytes()
         spec = json.dumps(
-            [self.trainer_key, self.network_key, self.dataset_key, dict(self.overrides)],
+            [self.trainer_key, self.network_key, self.dataset_key, dict(self.overrides)]
+            + ([self.transform_key] if self.transform_key is not None else []),
             sort_keys=True,
             default=str,
         )
@@ -222,7 +228,10 @@ class BundleRecipe:
         self, model: nn.Module, data: LabelledImages, *, seed: int, device: torch.device
     ) -> None:
         parser = self._parser()
-        parser[self.dataset_key] = data.to_dataset()
+        transform = None
+        if self.transform_key is not None:
+            transform = parser.get_parsed_content(self.transform_key, instantiate=True)
+        parser[self.dataset_key] = data.to_dataset(transform)
         if self.device_key is not None:
             parser[self.device_key] = device
         # Train the given instance: the trainer's network, optimiser and handlers must

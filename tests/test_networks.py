@@ -28,7 +28,9 @@ def test_get_network_ours_and_monai() -> None:
     assert isinstance(get_network("MLP", in_shape=(1, 4, 4), num_classes=2), MLP)
     net = get_network("DenseNet121", spatial_dims=2, in_channels=1, out_channels=2)
     assert type(net).__name__ == "DenseNet121"
-    with pytest.raises(ValueError, match=r"\['mlp', 'small_cnn'\].*monai.networks.nets"):
+    with pytest.raises(
+        ValueError, match=r"\['liu_tsaftaris_cnn', 'mlp', 'small_cnn'\].*monai.networks.nets"
+    ):
         get_network("NoSuchNet")
 
 
