@@ -274,10 +274,17 @@ def probe_outputs(
         cache_dir=cache_dir,
         progress=progress,
     )
-    pc = clean_probs if clean_probs is not None else _predict(model, images, "clean", **kwargs)
-    pu = _predict(model, feature.apply(images), "unique-feature", **kwargs)
-    pr = _predict(model, feature.apply_random(images, masks), "random-feature", **kwargs)
-    return pc, pu, pr
+    # One predict call over the stacked sets: the same batched passes, one set-up.
+    parts = [feature.apply(images), feature.apply_random(images, masks)]
+    if clean_probs is None:
+        parts.insert(0, images)
+    probs = _predict(model, np.concatenate(parts), "clean and feature-carrying", **kwargs)
+    n = len(images)
+    if clean_probs is None:
+        return probs[:n], probs[n : 2 * n], probs[2 * n :]
+    if len(clean_probs) != n:
+        raise ValueError(f"clean_probs has {len(clean_probs)} rows for {n} probes")
+    return np.asarray(clean_probs, dtype=np.float64), probs[:n], probs[n:]
 
 
 def memorisation_score(
