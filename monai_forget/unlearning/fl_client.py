@@ -22,6 +22,7 @@ import json
 import time
 import traceback
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,18 +42,19 @@ __all__ = ["FederatedClient", "Reply", "client_main"]
 NUM_STEPS_KEY = "NUM_STEPS_CURRENT_ROUND"  # nvflare.apis.fl_constant.FLMetaKey
 
 
+@dataclass
 class Reply:
-    """What a client sends back: full weights (or ``None`` for "no contribution") and meta."""
+    """What a client sends back.
 
-    def __init__(
-        self,
-        params: dict[str, torch.Tensor] | None,
-        meta: dict[str, Any],
-        metrics: dict[str, float],
-    ) -> None:
-        self.params = params
-        self.meta = meta
-        self.metrics = metrics
+    Attributes:
+        params: Full weights, or ``None`` for "no contribution" (FedAvg skips it).
+        meta: FLARE meta data (``NUM_STEPS_CURRENT_ROUND`` sets the FedAvg weight).
+        metrics: What the client did this round, for FLARE's logs.
+    """
+
+    params: dict[str, torch.Tensor] | None
+    meta: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
 
 
 class FederatedClient:
