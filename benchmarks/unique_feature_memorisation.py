@@ -23,9 +23,11 @@ Experiments:
    the validation images of the canary's class. Printed: detection rate (p < alpha) on
    canary models, false-positive rate on controls, mean M and M_w.
 2. **Leak scan**: a 50-name roster; in each repetition one name is burned into one
-   training image of an MLP-1 MNIST model; the scan ranks all names. Printed: how often
-   the injected name ranks first, and survives BH / Bonferroni correction; and how often
-   a scan of a control model (no name) flags any name.
+   training image of an MLP-1 MNIST model (a random image, and separately one of the top
+   TracIn self-influence images of a clean reference model); the scan ranks all names,
+   with the paper's random-patch controls and with random-letter controls. Printed: how
+   often the injected name ranks first and survives BH / Bonferroni correction; and how
+   often a scan of a control model (same seed, no name) flags any name.
 3. **Speed**: M over n probes vs one plain batched forward pass over the same probes.
 
 Usage: ``python benchmarks/unique_feature_memorisation.py [--quick] [--seed 0]``
@@ -38,6 +40,7 @@ import argparse
 import platform
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -333,6 +336,7 @@ def print_arch_tables(results: list[ArchResult], alpha: float) -> None:
 
 
 def run_leak_scan(cfg: Config, split: Split, seed: int) -> None:
+    """Inject one roster name into one training image, scan the roster, and a control."""
     start = time.perf_counter()
     arch = "mlp-1"
     training = EarlyStoppingTraining(
@@ -341,60 +345,91 @@ def run_leak_scan(cfg: Config, split: Split, seed: int) -> None:
         max_epochs=cfg.max_epochs,
         patience=cfg.patience,
     )
+    # Where the name lands: a random training image (the realistic case), or one of the
+    # top self-influence images of a clean reference model (TracInCP, App. A.5).
+    recorder = CheckpointRecorder()
+    reference, _ = training.train(split.train, split.val, seed=seed + 300, handlers=[recorder])
+    influence = self_influence(reference, recorder.checkpoints, split.train, batch_size=250)
+    top_images = np.argsort(influence)[::-1][: cfg.scan_reps]
     rng = np.random.default_rng(seed + 500)
-    ranks, bh, bonf, others_bh = [], [], [], []
-    control_any, control_top = [], []
+    placements = ("random image", "high-influence image")
+    controls = ("patch", "text")
+    stats = {
+        (p, c): {"rank": [], "bh": [], "bonf": [], "others": []}
+        for p in placements
+        for c in controls
+    }
+    ctl_stats = {c: {"any": [], "tops": []} for c in controls}
     lines = []
     for rep in range(cfg.scan_reps):
         name = str(rng.choice(ROSTER))
-        index = int(rng.integers(len(split.train)))
+        indices = {
+            "random image": int(rng.integers(len(split.train))),
+            "high-influence image": int(top_images[rep]),
+        }
         feature = UniqueFeature.from_text(name, (1, 1), 1, 1.0)
-        model, _ = training.train(
-            inject_feature(split.train, index, feature), split.val, seed=seed + 200 + rep
-        )
-        res_bh = leak_scan(model, split.probes, ROSTER, seed=seed + rep)
-        ranks.append(res_bh.rank_of(name))
-        bh.append(name in res_bh.significant_names())
-        bonf.append(min(1.0, len(ROSTER) * res_bh.rows[ranks[-1] - 1].pvalue) < cfg.alpha)
-        others_bh.append(len([n for n in res_bh.significant_names() if n != name]))
-        control, _ = training.train(split.train, split.val, seed=seed + 200 + rep)
-        res_ctl = leak_scan(control, split.probes, ROSTER, seed=seed + rep)
-        control_any.append(bool(res_ctl.significant_names()))
-        control_top.append(res_ctl.top.name)
+        cells = []
+        for placement, index in indices.items():
+            data = inject_feature(split.train, index, feature)
+            model, _ = training.train(data, split.val, seed=seed + 200 + rep)
+            for control in controls:
+                res = leak_scan(
+                    model, split.probes, ROSTER, seed=seed + rep, random_feature=control
+                )
+                rank = res.rank_of(name)
+                st = stats[(placement, control)]
+                st["rank"].append(rank)
+                st["bh"].append(name in res.significant_names())
+                st["bonf"].append(len(ROSTER) * res.rows[rank - 1].pvalue < cfg.alpha)
+                st["others"].append(len([n for n in res.significant_names() if n != name]))
+                cells.append(f"{rank}{'*' if st['bh'][-1] else ''}")
+        control_model, _ = training.train(split.train, split.val, seed=seed + 200 + rep)
+        for control in controls:
+            res = leak_scan(
+                control_model, split.probes, ROSTER, seed=seed + rep, random_feature=control
+            )
+            ctl_stats[control]["any"].append(bool(res.significant_names()))
+            ctl_stats[control]["tops"].append(res.top.name)
+            cells.append(f"{len(res.significant_names())} (top {res.top.name})")
         lines.append(
-            f"| {rep} | {name} | {index} | {ranks[-1]} | {res_bh.top.name} | "
-            f"{'yes' if bh[-1] else 'no'} | {'yes' if bonf[-1] else 'no'} | "
-            f"{others_bh[-1]} | {len(res_ctl.significant_names())} | "
-            f"{res_ctl.rank_of(name)} |"
+            f"| {rep} | {name} | {indices['random image']} | "
+            f"{indices['high-influence image']} | " + " | ".join(cells) + " |"
         )
-        log(
-            f"[leak scan] rep {rep}: {name} ranked {ranks[-1]}, BH {bh[-1]}, control flags "
-            f"{res_ctl.significant_names()[:5]}"
-        )
+        log(f"[leak scan] rep {rep}: {name}: ranks {cells}")
     print(
         f"\n### Leak scan ({arch} on MNIST, {len(ROSTER)}-name roster, one name burned into "
-        f"one training image, {len(split.probes)} PneumoniaMNIST probes, student test)\n"
+        f"one training image, {len(split.probes)} PneumoniaMNIST probes, student test, "
+        f"{cfg.scan_reps} repetitions)\n"
     )
     print(
-        "| rep | injected | image | rank | top name | survives BH | survives Bonferroni | "
-        "other names flagged (BH) | control model: names flagged (BH) | "
-        "control: rank of that name |"
+        "Rank of the injected name (1 = first; `*` = significant after Benjamini-Hochberg); "
+        "control models: number of names flagged after BH and the top-ranked name.\n"
+    )
+    print(
+        "| rep | injected | random image | high-infl. image | rank: random img, patch | "
+        "random img, letters | high-infl. img, patch | high-infl. img, letters | "
+        "control: flagged, patch | control: flagged, letters |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(lines))
     print(
-        f"\n- injected name ranked first: {rate([r == 1 for r in ranks])}; median rank "
-        f"{np.median(ranks):.1f} of {len(ROSTER)}"
+        "\n| placement | random controls | ranked first | median rank | survives BH | "
+        "survives Bonferroni | other names flagged per scan (BH) |"
     )
-    print(
-        f"- injected name significant after Benjamini-Hochberg (q < {cfg.alpha}): {rate(bh)}; "
-        f"after Bonferroni: {rate(bonf)}"
-    )
-    print(
-        f"- other (not injected) names flagged on canary models, mean per scan: "
-        f"{np.mean(others_bh):.2f}"
-    )
-    print(f"- control models (no name) with at least one name flagged (BH): {rate(control_any)}")
+    print("|---|---|---|---|---|---|---|")
+    for (placement, control), st in stats.items():
+        print(
+            f"| {placement} | {control} | {rate([r == 1 for r in st['rank']])} | "
+            f"{np.median(st['rank']):.1f} | {rate(st['bh'])} | {rate(st['bonf'])} | "
+            f"{np.mean(st['others']):.2f} |"
+        )
+    print()
+    for control, st in ctl_stats.items():
+        tops = ", ".join(f"{n} x{c}" for n, c in Counter(st["tops"]).most_common(3))
+        print(
+            f"- control models (no name), {control} controls: at least one name flagged "
+            f"(BH) in {rate(st['any'])} of scans; most frequent top names: {tops}"
+        )
     print(f"- minutes: {(time.perf_counter() - start) / 60:.1f}")
 
 
@@ -454,7 +489,8 @@ def main() -> None:
     print(
         f"- seeds: data split {args.seed} (MNIST) / {args.seed + 1} (PneumoniaMNIST); canary "
         f"k and its control train with seed {args.seed}+k; TracIn reference model "
-        f"{args.seed}+1000; random controls {args.seed}+7; leak scan picks {args.seed}+500"
+        f"{args.seed}+1000; random controls {args.seed}+7; leak scan: names and images "
+        f"{args.seed}+500, models {args.seed}+200+rep, reference {args.seed}+300"
     )
     print(
         f"- training subset {cfg.n_train}, validation {cfg.n_val}, probes {cfg.n_probes}; "
