@@ -31,8 +31,8 @@ from monai_forget.data import data_root, load_mnist_test
 from monai_forget.networks import MLP
 from monai_forget.unlearning import DummyGradientGenerator, MembershipOracle
 from monai_forget.unlearning.evaluation import WithdrawalEvaluation, evaluate_withdrawal
-from monai_forget.unlearning.fl import run_federated
-from monai_forget.unlearning.fl_spec import FederatedConfig, Withdrawal
+from monai_forget.fl.job import run_federated
+from monai_forget.fl.spec import FederatedConfig, Withdrawal
 from monai_forget.unlearning.scenario import Federation, build_federation
 
 CONFIG = FederatedConfig(

@@ -16,14 +16,14 @@ import torch
 from monai_forget.audit import FORGOTTEN, NOT_FORGOTTEN
 from monai_forget.data import load_digits, load_mnist_test
 from monai_forget.unlearning.evaluation import evaluate_withdrawal
-from monai_forget.unlearning.fl_spec import FederatedConfig, Withdrawal
+from monai_forget.fl.spec import FederatedConfig, Withdrawal
 from monai_forget.unlearning.scenario import build_federation
 
 pytest.importorskip(
     "nvflare", reason="NVIDIA FLARE is not installed: pip install 'monai-forget[fl]'"
 )
 
-from monai_forget.unlearning.fl import run_federated
+from monai_forget.fl.job import run_federated
 
 CONFIG = FederatedConfig(
     network="mlp",

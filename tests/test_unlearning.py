@@ -1,9 +1,7 @@
 """Forsaken's math by hand-worked examples (Liu et al. 2020): Definition 2, Protocol 1,
-the forgetting rate, the oracle, the baselines and the FLARE client's logic."""
+the forgetting rate, the oracle and the baselines."""
 
 from __future__ import annotations
-
-import json
 
 import numpy as np
 import pytest
@@ -26,8 +24,6 @@ from monai_forget.unlearning import (
     uniform_distance,
     uniform_vector,
 )
-from monai_forget.unlearning.fl_client import FederatedClient
-from monai_forget.unlearning.fl_spec import FederatedConfig, JobSpec, Withdrawal, load_tensors
 
 # ----------------------------------------------------------------------------- forgetting rate
 
@@ -237,83 +233,3 @@ def test_natural_forgetting_trains_a_copy() -> None:
     assert not torch.equal(out.net[1].weight, model.net[1].weight)
     with pytest.raises(ValueError, match="remaining data"):
         natural_forgetting(model, data.subset(np.array([], dtype=int)), recipe)
-
-
-# ----------------------------------------------------------------------------- FLARE client logic
-
-
-def _client(tmp_path, method: str = "forsaken", generator: dict | None = None):
-    config = FederatedConfig(
-        network="mlp",
-        network_args={"in_shape": [1, 8, 8], "num_classes": 10, "hidden": [16]},
-        rounds=3,
-        local_steps=4,
-        batch_size=8,
-    )
-    gen = {} if method != "forsaken" else (generator or {"iterations": 2})
-    spec = JobSpec(config, ("a", "b", "c"), Withdrawal("a", 1, method, gen))
-    data = load_digits().subset(np.arange(40))
-    return FederatedClient("a", data, spec, tmp_path / "a"), config
-
-
-def test_client_trains_then_withdraws_with_secforget_then_stays_silent(tmp_path) -> None:
-    client, config = _client(tmp_path)
-    torch.manual_seed(0)
-    state = {k: v.clone() for k, v in config.recipe().build().state_dict().items()}
-    first = client.handle({k: v.numpy() for k, v in state.items()}, 0)
-    assert first.params is not None and first.meta["NUM_STEPS_CURRENT_ROUND"] == 4
-    update = load_tensors(tmp_path / "a" / "update_round_000.pt")
-    torch.testing.assert_close(
-        update["net.1.weight"], first.params["net.1.weight"] - state["net.1.weight"]
-    )
-
-    second = client.handle(first.params, 1)
-    record = json.loads((tmp_path / "a" / "withdrawal.json").read_text())
-    assert record["method"] == "forsaken" and record["share"] == pytest.approx(1 / 3)
-    gradient = load_tensors(tmp_path / "a" / "dummy_gradient.pt")
-    lr, n = record["generator"]["lr"], record["samples"]
-    # SecForget: W + s / p with s = -(lr / n) G and p = 1/3, so the FedAvg mean moves by s.
-    expected = first.params["net.1.weight"] - 3 * (lr / n) * gradient["net.1.weight"]
-    torch.testing.assert_close(second.params["net.1.weight"], expected)
-    assert record["eq4_after"]["total"] < record["eq4_before"]["total"]
-
-    third = client.handle(second.params, 2)
-    assert third.params is None and third.metrics == {"withdrawn": 1.0}
-
-
-def test_client_refuses_a_model_that_changed_shape(tmp_path) -> None:
-    client, _ = _client(tmp_path)
-    wrong = {k: np.zeros((3, 3), np.float32) for k in client.shapes}
-    with pytest.raises(ValueError, match="changed shape between rounds"):
-        client.handle(wrong, 0)
-
-
-def test_failed_withdrawal_sends_nothing(tmp_path) -> None:
-    client, config = _client(tmp_path, method="forcible")
-    state = config.recipe().build().state_dict()
-    # Forcible withdrawal with no recorded contribution cannot be computed.
-    reply = client.handle(state, 1)
-    assert reply.params is None and reply.metrics == {"withdrawal_failed": 1.0}
-    record = json.loads((tmp_path / "a" / "withdrawal.json").read_text())
-    assert "no recorded contribution" in record["error"]
-
-
-def test_forcible_withdrawal_sends_minus_the_accumulated_updates(tmp_path) -> None:
-    client, config = _client(tmp_path, method="forcible")
-    state = config.recipe().build().state_dict()
-    first = client.handle(state, 0)
-    update = load_tensors(tmp_path / "a" / "update_round_000.pt")
-    reply = client.handle(first.params, 1)
-    expected = first.params["net.3.bias"] - 3 * update["net.3.bias"]
-    torch.testing.assert_close(reply.params["net.3.bias"], expected)
-
-
-def test_withdrawal_settings_are_checked_early() -> None:
-    with pytest.raises(ValueError, match="site name"):
-        Withdrawal("bad name", 1)
-    with pytest.raises(ValueError, match="method"):
-        Withdrawal("a", 1, "delete")  # type: ignore[arg-type]
-    with pytest.raises(TypeError):
-        Withdrawal("a", 1, "forsaken", {"unknown_option": 1})
-    with pytest.raises(ValueError, match="only to method='forsaken'"):
-        Withdrawal("a", 1, "natural", {"iterations": 3})

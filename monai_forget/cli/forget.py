@@ -75,11 +75,11 @@ def run_simulate(args: argparse.Namespace) -> int:
     from monai_forget.cli import UserError
     from monai_forget.io import atomic_write, check_writable
     from monai_forget.unlearning.evaluation import evaluate_withdrawal
-    from monai_forget.unlearning.fl_spec import FederatedConfig, Withdrawal
+    from monai_forget.fl.spec import FederatedConfig, Withdrawal
     from monai_forget.unlearning.scenario import build_federation
 
     try:
-        from monai_forget.unlearning.fl import run_federated
+        from monai_forget.fl.job import run_federated
     except ImportError as err:  # pragma: no cover - depends on the install
         raise UserError("NVIDIA FLARE is not installed: pip install 'monai-forget[fl]'") from err
     out = Path(args.out)

@@ -30,12 +30,12 @@ import numpy as np
 import torch
 
 from monai_forget.data import LabelledImages, load_images
+from monai_forget.fl.spec import JobSpec, load_tensors, save_tensors
 from monai_forget.io import atomic_write
 from monai_forget.unlearning.dummy_gradient import (
     DummyGradientGenerator,
     check_same_shapes,
 )
-from monai_forget.unlearning.fl_spec import JobSpec, load_tensors, save_tensors
 
 __all__ = ["FederatedClient", "Reply", "client_main"]
 

@@ -2,10 +2,10 @@
 
 :func:`run_federated` writes a job folder (each client's data as ``.npz``, the job
 description, a seeded initial model), builds FLARE's PyTorch ``FedAvgRecipe`` with
-:mod:`monai_forget.unlearning.fl_client` as every client's training script (Client
+:mod:`monai_forget.fl.client` as every client's training script (Client
 API), and runs it with ``SimEnv``: the server and N clients on this machine, in
 ``simulator_threads`` client processes. One client may withdraw at a chosen round
-(:class:`~monai_forget.unlearning.fl_spec.Withdrawal`): with Forsaken's SecForget
+(:class:`~monai_forget.fl.spec.Withdrawal`): with Forsaken's SecForget
 (Protocol 2 of Liu et al. 2020, "Learn to Forget: User-Level Memorization Elimination
 in Federated Learning"), forcibly, or naturally. The global model FLARE saved is
 returned with what every client recorded.
@@ -36,8 +36,7 @@ import torch
 from torch import nn
 
 from monai_forget.data import LabelledImages
-from monai_forget.io import atomic_write
-from monai_forget.unlearning.fl_spec import (
+from monai_forget.fl.spec import (
     FederatedConfig,
     JobSpec,
     Withdrawal,
@@ -45,6 +44,7 @@ from monai_forget.unlearning.fl_spec import (
     load_tensors,
     save_tensors,
 )
+from monai_forget.io import atomic_write
 
 __all__ = [
     "FederatedRun",
@@ -220,7 +220,7 @@ def run_federated(
     ckpt = job_dir / "initial_model.pt"
     save_tensors(initial_state, ckpt)
 
-    from monai_forget.unlearning import fl_client
+    from monai_forget.fl import client as fl_client
 
     recipe = FedAvgRecipe(
         name=JOB_NAME,

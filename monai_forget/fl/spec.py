@@ -1,6 +1,6 @@
 """The federated job's description, shared by the driver and the clients.
 
-The driver (:mod:`monai_forget.unlearning.fl`) writes a job folder that every FLARE
+The driver (:mod:`monai_forget.fl.job`) writes a job folder that every FLARE
 client reads: ``job.json`` (this module's :class:`JobSpec`), ``data/<site>.npz`` (each
 client's images and labels) and ``initial_model.pt``. Clients write what they did to
 ``clients/<site>/``: their per-round updates, the model they withdrew from and an

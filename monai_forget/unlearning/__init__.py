@@ -2,11 +2,12 @@
 
 Implements Liu, Ma, Liu & Ma, "Learn to Forget: User-Level Memorization Elimination in
 Federated Learning" (Forsaken, arXiv:2003.10933, 2020): Definition 2 (totally
-forgotten), Protocol 1 (the dummy-gradient generator), Protocol 2 (SecForget, in
-:mod:`monai_forget.unlearning.fl` on NVIDIA FLARE), the membership oracle and the
-forgetting rate (Section IV-A), and the natural / forcible / retraining baselines
-(Section IV-B). Everything except :mod:`~monai_forget.unlearning.fl` works on any
-PyTorch/MONAI classifier without FLARE.
+forgotten), Protocol 1 (the dummy-gradient generator), the membership oracle and
+the forgetting rate (Section IV-A), the natural / forcible / retraining baselines
+(Section IV-B), and helpers that split a real data set into providers and judge a
+withdrawal. All of it works on any PyTorch/MONAI classifier without federated training;
+Protocol 2 (SecForget) on NVIDIA FLARE is in :mod:`monai_forget.fl`, which imports this
+package (never the reverse).
 """
 
 from monai_forget.unlearning.baselines import (

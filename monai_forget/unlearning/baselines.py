@@ -11,7 +11,7 @@ Learning" (arXiv:2003.10933, 2020):
   (:func:`retrain_from_scratch`).
 
 These work on any PyTorch/MONAI classifier; in federated training the same operations
-run inside NVIDIA FLARE (:mod:`monai_forget.unlearning.fl`: ``Withdrawal(method=
+run inside NVIDIA FLARE (:mod:`monai_forget.fl`: ``Withdrawal(method=
 "natural" | "forcible")`` and a run without the user).
 """
 

@@ -20,7 +20,7 @@ shapes of the model's parameters and tiny random values, and for ``e = 1..E``:
 
 It returns the summed dummy gradient ``G = Σ_e ∇'_e``, so that one SGD step with ``G``
 from the original model, ``W_0 - (η / |D_e|) G``, is the generator's final model
-``W_E``. In federated training (Protocol 2, SecForget, :mod:`monai_forget.unlearning.fl`)
+``W_E``. In federated training (Protocol 2, SecForget, :mod:`monai_forget.fl`)
 the user sends that step as its update.
 
 Reading of the paper. The issue this module implements restates Protocol 1 and Eq. 4 in
