@@ -18,6 +18,7 @@ import torch
 from ignite.engine import Events
 from monai.engines import SupervisedEvaluator
 from monai.handlers.utils import from_engine
+from monai.metrics import Cumulative
 from monai.transforms import Activationsd
 
 from monai_forget.audit import (
@@ -31,6 +32,12 @@ from monai_forget.audit import (
 from monai_forget.data import LabelledImages, concat, load_digits
 from monai_forget.handlers import EMAAudit, KSCalibratedRatio
 from monai_forget.inference import Predictions, predict
+from monai_forget.metrics import (
+    EMAMetric,
+    KSCalibratedRatioMetric,
+    compute_ema_pvalue,
+    compute_ks_calibrated_ratio,
+)
 from monai_forget.scores import confidence
 from monai_forget.shadow import ShadowTrainer, SupervisedRecipe
 
@@ -194,3 +201,42 @@ def test_logits_without_from_logits_are_refused(setup: Setup) -> None:
     )
     with pytest.raises(ValueError, match="from_logits=True"):
         evaluator.run()
+
+
+@pytest.mark.parametrize("kind", ["ks", "ema"])
+def test_metric_buffers_equal_monai_cumulative(setup: Setup, kind: str) -> None:
+    """Whole-batch buffering gives exactly MONAI's Cumulative buffers and the same value,
+    whether fed batches, single samples or decollated per-sample lists."""
+    n = len(setup.query)
+    if kind == "ks":
+        metric = KSCalibratedRatioMetric(
+            setup.query_confidence, setup.calibration_confidence, from_logits=True
+        )
+    else:
+        metric = EMAMetric(setup.thresholds, from_logits=True)
+    reference = Cumulative()
+    logits = torch.randn(n, 10, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    labels = torch.tensor(setup.query.labels)
+    assert metric.get_buffer() is None
+    metric.extend(logits[:64], labels[:64])
+    reference.extend(logits[:64], labels[:64])
+    metric.append(logits[64], labels[64])
+    reference.append(logits[64], labels[64])
+    decollated = (list(logits[65:]), list(labels[65:]))
+    metric(*decollated)  # IterationMetric's per-sample path, then extend
+    reference.extend(logits[65:], labels[65:])
+    for ours, monai_default in zip(metric.get_buffer(), reference.get_buffer(), strict=True):
+        torch.testing.assert_close(ours, monai_default, rtol=0, atol=0)
+    if kind == "ks":
+        expected = compute_ks_calibrated_ratio(
+            logits,
+            labels,
+            setup.query_confidence,
+            setup.calibration_confidence,
+            from_logits=True,
+        ).rho
+    else:
+        expected = compute_ema_pvalue(logits, labels, setup.thresholds, from_logits=True)
+    assert metric.aggregate() == pytest.approx(expected, rel=1e-12, abs=1e-300)
+    metric.reset()
+    assert metric.get_buffer() is None

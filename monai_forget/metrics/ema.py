@@ -9,6 +9,7 @@ import torch
 from monai.metrics import CumulativeIterationMetric
 
 from monai_forget.audit.ema import EMAThresholds, TestName, ema_membership, ema_pvalue
+from monai_forget.metrics._buffer import BatchBuffered
 from monai_forget.metrics._labels import to_probs_and_labels
 
 
@@ -33,7 +34,7 @@ def compute_ema_pvalue(
     return float(ema_pvalue(ema_membership(probs, labels, thresholds), test).pvalue)
 
 
-class EMAMetric(CumulativeIterationMetric):
+class EMAMetric(BatchBuffered, CumulativeIterationMetric):
     """Accumulates the target's outputs over an evaluation of D_Q and returns rho_EMA.
 
     Args:

@@ -9,6 +9,7 @@ import torch
 from monai.metrics import CumulativeIterationMetric
 
 from monai_forget.audit.ks import KSRatio, ks_calibrated_ratio
+from monai_forget.metrics._buffer import BatchBuffered
 from monai_forget.metrics._labels import to_probs_and_labels
 from monai_forget.scores import confidence
 
@@ -34,7 +35,7 @@ def compute_ks_calibrated_ratio(
     return ks_calibrated_ratio(confidence(probs, labels), query_confidence, calibration_confidence)
 
 
-class KSCalibratedRatioMetric(CumulativeIterationMetric):
+class KSCalibratedRatioMetric(BatchBuffered, CumulativeIterationMetric):
     """Accumulates the target's outputs over an evaluation of D_Q and returns rho_KS.
 
     The shadow models' confidences on D_Q are reference outputs computed beforehand
