@@ -4,10 +4,11 @@ Prints a markdown report: one table row per scenario (dataset, scenario, |D_Q|, 
 K-S decision, expected, K-S right?, rho_EMA, EMA decision, EMA right?, seconds), a
 summary per grid and factor, whether the issue's targets are met, and two speed ratios.
 
-Run (full grid, about 25-40 min on 2 CPU cores)::
+Run (full grid: about 1,700 CPU-seconds, so roughly 15-20 min on 2 idle cores; the
+header reports wall time, CPU time and the host's load)::
 
     python benchmarks/withdrawal_audit_grid.py > benchmarks/results/withdrawal_audit_grid.md
-    python benchmarks/withdrawal_audit_grid.py --quick --datasets digits   # a minute or two
+    python benchmarks/withdrawal_audit_grid.py --quick --datasets digits   # a few minutes
 
 Data (``$MONAI_FORGET_DATA``, default ``../shared/data``; every pool is deduplicated by
 content hash, then permuted with the seed; folds are consecutive blocks)
@@ -719,6 +720,15 @@ def format_overheads(
     return lines
 
 
+def _cpu_seconds() -> float:
+    """User + system CPU time of this process and its finished workers."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -751,6 +761,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _log(f"real data not found at {root}; set MONAI_FORGET_DATA to the shared data folder")
         return 2
     start = time.perf_counter()
+    load_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="withdrawal-grid-") as tmp:
         cache = (args.cache_dir or Path(tmp)).resolve()
         cache.mkdir(parents=True, exist_ok=True)
@@ -788,6 +799,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ]
         descriptions = [describe_spec(spec, cache, target_seed) for spec in specs.values()]
         total = time.perf_counter() - start
+    cpu = _cpu_seconds()
+    load_end = os.getloadavg()[0]
 
     trained = [j for j in plan.jobs.values() if not j.cached]
     given = list(argv) if argv is not None else sys.argv[1:]
@@ -801,7 +814,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"torch {torch.__version__}.",
         f"Models: {len(trained)} trained in {train_seconds:.0f} s wall "
         f"({sum(j.seconds for j in trained):.0f} s summed over workers), "
-        f"{len(plan.jobs) - len(trained)} from an existing cache. Total run {total:.0f} s.",
+        f"{len(plan.jobs) - len(trained)} from an existing cache. Total run {total:.0f} s wall, "
+        f"{cpu:.0f} s CPU (this process and its workers); host load average "
+        f"{load_start:.1f} at start, {load_end:.1f} at end (other jobs share the host).",
         "",
         "## Data and recipes",
         "",
