@@ -200,10 +200,16 @@ def test_scan_on_a_real_mnist_model_ranks_the_injected_name(shared_data):
     canary = inject_feature(train, 0, UniqueFeature.from_text("ANNA", (1, 1), 1, 1.0))
     cfg = EarlyStoppingTraining("mlp-1", {"in_shape": (1, 28, 28), "num_classes": 10,
                                 "hidden": 128}, max_epochs=30, patience=3)  # fmt: skip
-    model, _ = cfg.train(canary, val, seed=0)
-    result = leak_scan(model, probes, ROSTER, seed=0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny model: one thread is faster on a shared CPU
+    try:
+        model, _ = cfg.train(canary, val, seed=0)
+        result = leak_scan(model, probes, ROSTER, seed=0)
+        # The same design trained without the name: no name survives correction.
+        control, _ = cfg.train(train, val, seed=0)
+        control_result = leak_scan(control, probes, ROSTER, seed=0)
+    finally:
+        torch.set_num_threads(threads)
     assert result.top.name == "ANNA"
     assert result.significant_names() == ["ANNA"]
-    # The same design trained without the name: no name survives correction.
-    control, _ = cfg.train(train, val, seed=0)
-    assert leak_scan(control, probes, ROSTER, seed=0).significant_names() == []
+    assert control_result.significant_names() == []
