@@ -53,7 +53,7 @@ def one_thread():
 def test_secforget_on_flare_forgets_the_withdrawn_provider_only(
     shared_data, tmp_path, one_thread
 ) -> None:
-    federation = build_federation(load_mnist_test(shared_data), seed=0)
+    federation = build_federation(load_mnist_test(shared_data), signed="site-1", seed=0)
     run = run_federated(federation.clients, CONFIG, tmp_path / "fl", withdrawal=WITHDRAWAL)
 
     # The withdrawing client ran Protocol 1 in round 7 and sent it through FedAvg.

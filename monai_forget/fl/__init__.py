@@ -11,7 +11,12 @@ federated-learning engine, NVIDIA FLARE (``pip install 'monai-forget[fl]'``):
   its update (or the forcible / natural baselines);
 - :mod:`~monai_forget.fl.job`: :func:`run_federated`, FedAvg with N clients on the FLARE
   simulator (``FedAvgRecipe`` in ``SimEnv``) with one client withdrawing at a chosen
-  round.
+  round;
+- :mod:`~monai_forget.fl.shadow`: shadow models trained like the federated target
+  (FedAvg in one process), for the forgetting rate's oracle;
+- :mod:`~monai_forget.fl.run`: the real-data federations (ACDC patient providers,
+  PneumoniaMNIST partitions) and :func:`simulate_withdrawal`, a FLARE run plus its
+  forgetting rate, audits and accuracies (``monai-forget fl simulate``).
 
 The method itself (generator, oracle, forgetting rate, baselines) lives in
 :mod:`monai_forget.unlearning` and works without FLARE; this package imports it, never
@@ -20,6 +25,17 @@ the reverse. ``nvflare`` is imported only when a federation runs.
 
 from monai_forget.fl.client import FederatedClient, Reply
 from monai_forget.fl.job import FederatedRun, WithdrawalError, network_class_path, run_federated
+from monai_forget.fl.run import (
+    DEFAULT_GENERATOR,
+    WithdrawalOutcome,
+    acdc_federation,
+    audit_recipe,
+    federated_oracle,
+    mlp_config,
+    sample_federation,
+    simulate_withdrawal,
+)
+from monai_forget.fl.shadow import FedAvgShadowRecipe
 from monai_forget.fl.spec import (
     WITHDRAWAL_METHODS,
     FederatedConfig,
@@ -30,7 +46,9 @@ from monai_forget.fl.spec import (
 )
 
 __all__ = [
+    "DEFAULT_GENERATOR",
     "WITHDRAWAL_METHODS",
+    "FedAvgShadowRecipe",
     "FederatedClient",
     "FederatedConfig",
     "FederatedRun",
@@ -38,8 +56,15 @@ __all__ = [
     "Reply",
     "Withdrawal",
     "WithdrawalError",
+    "WithdrawalOutcome",
+    "acdc_federation",
+    "audit_recipe",
+    "federated_oracle",
     "load_tensors",
+    "mlp_config",
     "network_class_path",
     "run_federated",
+    "sample_federation",
     "save_tensors",
+    "simulate_withdrawal",
 ]

@@ -7,7 +7,7 @@ what it cost:
   the withdrawn samples before and after (:mod:`~monai_forget.unlearning.rate`);
 - the withdrawal auditors (K-S calibrated ratio, EMA) on the withdrawn provider's data
   and on a remaining provider's data, each with a calibration set from that provider's
-  distribution;
+  distribution (split by patient for EMA when the federation says how);
 - accuracy on every provider's training data and on held-out test data.
 """
 
@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from monai_forget.audit import AuditResult, EMAAuditor, KSAuditor
-from monai_forget.data import LabelledImages
+from monai_forget.data import DataOverlapError, LabelledImages, check_disjoint
 from monai_forget.inference import predict
 from monai_forget.shadow import Recipe
 from monai_forget.unlearning.forgetting import forgetting_degree
@@ -31,7 +31,7 @@ from monai_forget.unlearning.oracle import MembershipOracle
 from monai_forget.unlearning.rate import ForgettingRate, forgetting_rate
 from monai_forget.unlearning.scenario import Federation
 
-__all__ = ["WithdrawalEvaluation", "accuracy", "evaluate_withdrawal"]
+__all__ = ["WithdrawalEvaluation", "accuracy", "ema_audit_with_split", "evaluate_withdrawal"]
 
 AUDITORS = {"ks": KSAuditor, "ema": EMAAuditor}
 
@@ -109,8 +109,9 @@ def evaluate_withdrawal(
         withdrawn: The provider that left.
         remaining: Providers that stayed (audited as controls).
         recipe: The training design shadow models follow.
-        oracle: A fitted membership oracle; fitted here on ``federation.shadow`` if
-            ``None``.
+        oracle: A fitted membership oracle; if ``None``, fitted here on
+            ``federation.shadow`` (and ``federation.shadow_nonmembers`` when the split
+            is by patient).
         auditors: Which auditors to run (``"ks"``, ``"ema"``).
         audit_before: Also audit ``before`` on the withdrawn provider.
         seed: Seeds shadow training and splits.
@@ -122,7 +123,10 @@ def evaluate_withdrawal(
         raise ValueError(f"unknown auditors {sorted(unknown)}; use 'ks' and/or 'ema'")
     if oracle is None:
         oracle = MembershipOracle(recipe, seed=seed, device=device, cache_dir=cache_dir)
-        oracle.fit(federation.shadow)
+        if federation.shadow_nonmembers is not None:
+            oracle.fit_split(federation.shadow, federation.shadow_nonmembers)
+        else:
+            oracle.fit(federation.shadow)
     query = federation.clients[withdrawn]
     rate = forgetting_rate(oracle.is_member(before, query), oracle.is_member(after, query))
     result = WithdrawalEvaluation(label, rate)
@@ -137,11 +141,56 @@ def evaluate_withdrawal(
         plan.insert(0, ("before", before, withdrawn))
     for stage, model, site in plan:
         for name in auditors:
-            audit = AUDITORS[name](**options).audit(
-                model,
-                federation.clients[site],
-                federation.calibration[site],
-                label=f"{label}: {stage} withdrawal, provider {site}",
-            )
+            auditor = AUDITORS[name](**options)
+            text = f"{label}: {stage} withdrawal, provider {site}"
+            split = federation.calibration_split.get(site)
+            if name == "ema" and split is not None:
+                audit = ema_audit_with_split(auditor, model, federation.clients[site], split, text)
+            else:
+                audit = auditor.audit(
+                    model, federation.clients[site], federation.calibration[site], label=text
+                )
             result.audits[(stage, site, name)] = audit
+    return result
+
+
+def ema_audit_with_split(
+    auditor: EMAAuditor,
+    target: nn.Module,
+    query: LabelledImages,
+    split: tuple[LabelledImages, LabelledImages],
+    label: str = "",
+) -> AuditResult:
+    """EMA (Huang et al. 2021) with its calibration member / non-member split given.
+
+    :meth:`EMAAuditor.audit` splits the calibration set at random. With correlated
+    samples (the slices of one patient) that puts slices of the reference model's own
+    training patients among its "non-members", and the thresholds it learns no longer
+    separate members from unseen patients. Here the reference model trains on
+    ``split[0]`` and the thresholds are fitted on its outputs on ``split[0]`` (members)
+    and ``split[1]`` (non-members), split by patient by the caller.
+    """
+    members, nonmembers = split
+    try:
+        check_disjoint(members, nonmembers)
+    except DataOverlapError as err:
+        raise ValueError(
+            f"the calibration split's members and non-members share samples ({err}); split "
+            "the calibration set into disjoint parts (by patient)"
+        ) from err
+    calibration = members.concat(nonmembers)
+    auditor._start(query, calibration)
+    reference = target if auditor.calibration_outputs == "target" else auditor._train(members)
+    result = auditor.audit_predictions(
+        auditor._predict(target, query),
+        auditor._predict(reference, members),
+        auditor._predict(reference, nonmembers),
+        label=label,
+    )
+    result.provenance = auditor._provenance(
+        {"target": target, "calibration_reference": reference},
+        {"query": query, "calibration": calibration},
+        **auditor._options,
+        calibration_split="given (by patient)",
+    )
     return result

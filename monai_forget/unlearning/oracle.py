@@ -100,6 +100,26 @@ class MembershipOracle:
         if len(shadow_data) < 4:
             raise ValueError("the shadow data needs at least 4 samples (2 members, 2 non-members)")
         members, nonmembers = shadow_data.split(self.member_fraction, seed=self.seed)
+        return self.fit_split(members, nonmembers)
+
+    def fit_split(self, members: LabelledImages, nonmembers: LabelledImages) -> MembershipOracle:
+        """Like :meth:`fit`, with the member / non-member split given.
+
+        Use it when samples are correlated within groups (e.g. the slices of one
+        patient): a random sample-level split would put slices of a member patient among
+        the non-members, and the oracle would learn a blurred boundary. Both sets must
+        come from the target's distribution and share no sample (or patient) with the
+        data the oracle will judge.
+        """
+        if self.recipe is None:
+            raise ValueError(
+                "the oracle trains a shadow model: pass recipe=... (the target's design)"
+            )
+        if len(members) < 2 or len(nonmembers) < 2:
+            raise ValueError(
+                f"the oracle needs at least 2 shadow members and 2 non-members, got "
+                f"{len(members)} and {len(nonmembers)}"
+            )
         trainer = ShadowTrainer(self.recipe, device=self.device, cache_dir=self.cache_dir)
         self.shadow_model_ = trainer.train(members, seed=self.seed)
         member_out = self._predict(self.shadow_model_, members)

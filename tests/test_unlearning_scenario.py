@@ -1,0 +1,186 @@
+"""Patient providers, the patient-level oracle and EMA splits, and the FedAvg shadow
+recipe, on small synthetic "patients" (no real data, no FLARE)."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from monai_forget.audit import EMAAuditor
+from monai_forget.data import LabelledImages
+from monai_forget.fl.shadow import FedAvgShadowRecipe
+from monai_forget.shadow import SupervisedRecipe
+from monai_forget.unlearning import MembershipOracle
+from monai_forget.unlearning.evaluation import ema_audit_with_split
+from monai_forget.unlearning.scenario import (
+    add_site_frame,
+    build_federation,
+    build_patient_federation,
+    patient_id,
+)
+
+
+def _patients(per_class: int = 12, classes: int = 3, slices: int = 4) -> LabelledImages:
+    """``per_class`` patients per class, ``slices`` 6x6 slices each; a patient's slices
+    share a random anatomy plus noise."""
+    rng = np.random.default_rng(0)
+    images, labels, ids = [], [], []
+    for c in range(classes):
+        for k in range(per_class):
+            pid = f"patient{c * per_class + k + 1:03d}"
+            anatomy = rng.uniform(0, 1, (1, 6, 6))
+            for s in range(slices):
+                images.append(anatomy + rng.normal(0, 0.05, (1, 6, 6)))
+                labels.append(c)
+                ids.append(f"{pid}_frame01_slice_{s}")
+    return LabelledImages(np.array(images, np.float32), np.array(labels), tuple(ids), classes)
+
+
+def test_patient_id_reads_acdc_ids() -> None:
+    assert patient_id("patient007_frame02_slice_11") == "patient007"
+    with pytest.raises(ValueError, match="patientNNN"):
+        patient_id("mnist_test/3")
+
+
+def test_patient_federation_keeps_every_patient_in_one_set() -> None:
+    data = _patients(per_class=13)
+    fed = build_patient_federation(
+        data, n_clients=3, patients_per_class=2, calibration_per_class=2, shadow_per_class=4
+    )
+    sets = {
+        **fed.clients,
+        "calibration": fed.calibration["site-1"],
+        "test": fed.test,
+        "shadow": fed.shadow,
+        "shadow_nonmembers": fed.shadow_nonmembers,
+    }
+    seen: dict[str, str] = {}
+    for name, part in sets.items():
+        for sid in part.ids:
+            owner = seen.setdefault(patient_id(sid), name)
+            assert owner == name, f"{patient_id(sid)} is in {owner} and {name}"
+    # Every patient is used once: 3 classes x 13 patients.
+    assert len(seen) == 39
+    # Stratified by the patients' class: each provider has 2 patients of each class.
+    for name in ("site-1", "site-2", "site-3"):
+        assert np.bincount(fed.clients[name].labels).tolist() == [8, 8, 8]
+    # 13 per class: 3 x 2 to providers, 2 to calibration, 4 to the oracle, 1 to test.
+    assert len(fed.groups["site-1"]) == 6 and len(fed.groups["test"]) == 3
+    # The EMA calibration split is by patient, and the calibration set is its union.
+    members, nonmembers = fed.calibration_split["site-2"]
+    assert not {patient_id(i) for i in members.ids} & {patient_id(i) for i in nonmembers.ids}
+    assert len(members) + len(nonmembers) == len(fed.calibration["site-2"])
+    assert fed.group_of is patient_id and fed.signed is None
+
+
+def test_patient_federation_centres_on_the_calibration_mean() -> None:
+    data = _patients(per_class=13)
+    raw = build_patient_federation(data, patients_per_class=2, centre=False)
+    centred = build_patient_federation(data, patients_per_class=2, centre=True)
+    offset = raw.calibration["site-1"].images.mean(axis=0)
+    np.testing.assert_allclose(centred.calibration["site-1"].images.mean(axis=0), 0, atol=1e-6)
+    np.testing.assert_allclose(
+        centred.clients["site-3"].images, raw.clients["site-3"].images - offset, atol=1e-6
+    )
+    assert "centred" in centred.description and "raw inputs" in raw.description
+
+
+def test_patient_federation_refuses_what_it_cannot_split() -> None:
+    data = _patients(per_class=5)
+    with pytest.raises(ValueError, match="patients but the split needs"):
+        build_patient_federation(data, patients_per_class=2)
+    with pytest.raises(ValueError, match="at least 2 providers"):
+        build_patient_federation(data, n_clients=1)
+    no_ids = LabelledImages(data.images, data.labels, None, 3)
+    with pytest.raises(ValueError, match="sample ids"):
+        build_patient_federation(no_ids)
+    mixed = LabelledImages(data.images, np.roll(data.labels, 1), data.ids, 3)
+    with pytest.raises(ValueError, match="one class per patient"):
+        build_patient_federation(mixed)
+
+
+def test_sample_federation_has_no_signature_unless_constructed() -> None:
+    data = _patients(per_class=40, slices=5)
+    plain = build_federation(data, per_client=50, calibration_size=20, test_size=40, shadow_size=40)
+    assert plain.signed is None and "constructed" not in plain.description
+    signed = build_federation(
+        data, per_client=50, calibration_size=20, test_size=40, shadow_size=40, signed="site-2"
+    )
+    assert signed.signed == "site-2" and "constructed signature" in signed.description
+    np.testing.assert_array_equal(signed.clients["site-2"].images[:, 0, 0, :], 1.0)
+    np.testing.assert_array_equal(
+        signed.clients["site-2"].images, add_site_frame(plain.clients["site-2"]).images
+    )
+
+
+def test_oracle_fit_split_uses_the_given_members() -> None:
+    data = _patients()
+    recipe = SupervisedRecipe(
+        "mlp", {"in_shape": (1, 6, 6), "num_classes": 3, "hidden": (16,)}, steps=30, batch_size=8
+    )
+    members, nonmembers = data.subset(np.arange(0, 144, 2)), data.subset(np.arange(1, 144, 2))
+    oracle = MembershipOracle(recipe).fit_split(members, nonmembers)
+    assert 0.0 <= oracle.train_accuracy_ <= 1.0
+    with pytest.raises(ValueError, match="at least 2 shadow members"):
+        MembershipOracle(recipe).fit_split(members.subset([0]), nonmembers)
+    with pytest.raises(ValueError, match="pass recipe"):
+        MembershipOracle().fit_split(members, nonmembers)
+
+
+def test_ema_with_a_given_split_trains_the_reference_on_its_members(tmp_path) -> None:
+    data = _patients(per_class=13)
+    fed = build_patient_federation(data, patients_per_class=2)
+    recipe = SupervisedRecipe(
+        "mlp", {"in_shape": (1, 6, 6), "num_classes": 3, "hidden": (16,)}, steps=40, batch_size=8
+    )
+    auditor = EMAAuditor(recipe=recipe, cache_dir=tmp_path)
+    torch.manual_seed(0)
+    target = recipe.build()
+    recipe.fit(target, fed.clients["site-1"], seed=0, device=torch.device("cpu"))
+    target.eval()
+    split = fed.calibration_split["site-1"]
+    result = ema_audit_with_split(auditor, target, fed.clients["site-1"], split, "x")
+    reference = auditor._train(split[0])
+    expected = auditor.audit_predictions(
+        auditor._predict(target, fed.clients["site-1"]),
+        auditor._predict(reference, split[0]),
+        auditor._predict(reference, split[1]),
+    )
+    assert result.statistic == pytest.approx(expected.statistic)
+    assert result.decision == expected.decision
+    assert result.provenance["options"]["calibration_split"] == "given (by patient)"
+    with pytest.raises(ValueError, match="members and non-members share samples"):
+        ema_audit_with_split(auditor, target, fed.clients["site-1"], (split[0], split[0]))
+    with pytest.raises(ValueError, match="calibration set"):
+        ema_audit_with_split(auditor, target, split[1], split)  # query inside calibration
+
+
+def test_fedavg_shadow_recipe_is_the_mean_of_local_fits() -> None:
+    data = _patients(per_class=4)
+    local = SupervisedRecipe(
+        "mlp", {"in_shape": (1, 6, 6), "num_classes": 3, "hidden": (8,)}, steps=5, batch_size=4
+    )
+    recipe = FedAvgShadowRecipe(local, clients=2, rounds=1, group_of=patient_id)
+    parts = recipe.partition(data, seed=3)
+    # Whole patients go to one simulated client.
+    a, b = ({patient_id(i) for i in p.ids} for p in parts)
+    assert a and b and not a & b and len(a | b) == 12
+    torch.manual_seed(0)
+    start = local.build()
+    model = copy.deepcopy(start)
+    recipe.fit(model, data, seed=3, device=torch.device("cpu"))
+    fits = []
+    for i, part in enumerate(parts):
+        m = copy.deepcopy(start)
+        local.fit(m, part, seed=3 * 100_003 + i, device=torch.device("cpu"))
+        fits.append(m.state_dict())
+    for k, v in model.state_dict().items():
+        torch.testing.assert_close(v, (fits[0][k] + fits[1][k]) / 2)
+    assert recipe.name.startswith("fedavg:") and recipe.name != FedAvgShadowRecipe(local, 3, 1).name
+    with pytest.raises(ValueError, match="groups cannot fill"):
+        FedAvgShadowRecipe(local, clients=13, rounds=1, group_of=patient_id).partition(data, 0)
+    with pytest.raises(ValueError, match="positive"):
+        FedAvgShadowRecipe(local, clients=0, rounds=1)
