@@ -262,13 +262,9 @@ class EMAAuditor(ShadowAuditor):
     ) -> AuditResult:
         """Has ``target`` forgotten ``query``? ``calibration`` must share no sample with it."""
         self._start(query, calibration)
-        members, nonmembers = calibration.split(self.member_fraction, seed=self.seed)
-        reference = target if self.calibration_outputs == "target" else self._train(members)
+        reference, members, nonmembers = self._reference_outputs(calibration, target)
         result = self.audit_predictions(
-            self._predict(target, query),
-            self._predict(reference, members),
-            self._predict(reference, nonmembers),
-            label=label,
+            self._predict(target, query), members, nonmembers, label=label
         )
         result.provenance = self._provenance(
             {"target": target, "calibration_reference": reference},
@@ -285,6 +281,13 @@ class EMAAuditor(ShadowAuditor):
         ``target`` is needed only with ``calibration_outputs="target"``.
         """
         check_set_size("calibration", calibration, minimum=4)
+        _, members, nonmembers = self._reference_outputs(calibration, target)
+        return self.fit_thresholds(members, nonmembers)
+
+    def _reference_outputs(
+        self, calibration: LabelledImages, target: nn.Module | None
+    ) -> tuple[nn.Module, Predictions, Predictions]:
+        """Split D_C into members/non-members; the reference model and its outputs on both."""
         members, nonmembers = calibration.split(self.member_fraction, seed=self.seed)
         if self.calibration_outputs == "target":
             if target is None:
@@ -292,9 +295,7 @@ class EMAAuditor(ShadowAuditor):
             reference = target
         else:
             reference = self._train(members)
-        return self.fit_thresholds(
-            self._predict(reference, members), self._predict(reference, nonmembers)
-        )
+        return reference, self._predict(reference, members), self._predict(reference, nonmembers)
 
     def fit_thresholds(self, members: Predictions, nonmembers: Predictions) -> EMAThresholds:
         """Step 1 calibration from the reference model's outputs on the calibration split."""
