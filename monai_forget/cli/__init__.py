@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from monai_forget import __version__
 
 # Sub-command modules, imported lazily so `monai-forget --help` stays fast.
-SUBCOMMANDS: tuple[str, ...] = ("demo", "audit", "canary", "prepare", "memorisation", "forget")
+SUBCOMMANDS: tuple[str, ...] = ("demo", "audit", "canary", "prepare", "memorisation", "fl")
 
 
 class UserError(Exception):
