@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from monai_forget.data import LabelledImages
 from monai_forget.fl.job import FederatedRun, run_federated
 from monai_forget.fl.shadow import FedAvgShadowRecipe
 from monai_forget.fl.spec import FederatedConfig, Withdrawal
@@ -57,6 +58,7 @@ def acdc_federation(
     patients_per_class: int = 1,
     centre: bool = True,
     seed: int = 0,
+    data: LabelledImages | None = None,
 ) -> Federation:
     """ACDC providers: disjoint patient groups, one patient per class each by default.
 
@@ -64,10 +66,13 @@ def acdc_federation(
     ``size x size``) and splits the 70 patients with
     :func:`~monai_forget.unlearning.scenario.build_patient_federation` (2 calibration
     patients and 4 oracle-shadow patients per class; the rest is the test set).
+    ``data`` skips the loading (slices loaded beforehand, e.g. to build several
+    federations).
     """
     from monai_forget.data import load_acdc_slices
 
-    data = load_acdc_slices(root, size=size)
+    if data is None:
+        data = load_acdc_slices(root, size=size)
     return build_patient_federation(
         data,
         n_clients=n_clients,
