@@ -49,6 +49,7 @@ __all__ = [
     "save_training_summary",
     "save_weights",
     "select",
+    "without_overlap",
 ]
 
 #: Format version of ``reference.json``.
@@ -207,6 +208,36 @@ def labelled_images(
         labels.append(int(np.asarray(entry[label_key]).ravel()[0]))
         ids.append(_entry_id(entry))
     return LabelledImages(np.stack(images), np.asarray(labels), tuple(ids), int(num_classes))
+
+
+def without_overlap(
+    data: LabelledImages, reference: LabelledImages, name: str = "calibration set"
+) -> LabelledImages:
+    """``data`` without the samples whose pixels equal those of a sample of ``reference``.
+
+    Public data sets hold exact duplicates across splits (PneumoniaMNIST has images
+    present in both its training and validation splits); a calibration set D_C must
+    share no sample with D_Q, so such copies are dropped, by content hash, and counted
+    in a message.
+
+    Raises:
+        ValueError: nothing is left.
+    """
+    from monai_forget.fingerprint import sample_hashes
+
+    ref = set(sample_hashes(reference))
+    keep = np.array([h not in ref for h in sample_hashes(data)], dtype=bool)
+    if keep.all():
+        return data
+    if not keep.any():
+        raise ValueError(f"every sample of the {name} also appears in the query set")
+    dropped = np.flatnonzero(~keep)
+    examples = [data.ids[i] for i in dropped[:3]] if data.ids else dropped[:3].tolist()
+    print(
+        f"{name}: dropped {len(dropped)} of {len(data)} samples identical to a query sample "
+        f"(e.g. {examples})"
+    )
+    return data.subset(keep)
 
 
 # --------------------------------------------------------------------------------------

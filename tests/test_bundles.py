@@ -279,3 +279,114 @@ def test_verify_net_in_out(bundle: str) -> None:
         config_file=str(root / "inference.json"),
         device="cpu",
     )
+
+
+# --------------------------------------------------------------------------------------
+# End to end on the real data, bounded: train (a) with and (b) without the provider,
+# evaluate, audit both, evaluate D_Q with the audit handlers and the compliance gate.
+# --------------------------------------------------------------------------------------
+
+#: Bounded settings per bundle: the training subset (patients per class), the shared
+#: design overrides (given to train.json and, as shadow_settings, to the shadow models),
+#: the size overrides every config needs, the provider and the calibration subset.
+BOUNDED = {
+    "cxr": {
+        "prepare": ["medmnist", "medmnist/pneumoniamnist.npz", "--image-dir", "{tmp}/png"],
+        "datalist": "pneumoniamnist.json",
+        "provider": "random1",
+        "max_per_class": 60,
+        "design": {"epochs": 4, "steps_per_epoch": 8, "batch_size": 32, "val_max_per_class": 10},
+        "shape": {},
+        "calibration_max_per_class": 60,
+    },
+    "acdc": {
+        "prepare": ["acdc-h5", "acdc_ssl4mis"],
+        "datalist": "acdc.json",
+        "provider": "random2",
+        "max_per_class": 4,
+        "design": {"epochs": 4, "steps_per_epoch": 8, "batch_size": 16, "val_max_per_class": 1},
+        "shape": {"patch_size": 64, "canvas_size": 72, "resize_longest": 128},
+        "calibration_max_per_class": 4,
+    },
+}
+
+
+def run_bounded_scenario(bundle: str, data_root: Path, tmp: Path, settings: dict) -> dict:
+    """Prepare the data, train (a)/(b), evaluate, audit both, evaluate D_Q with the
+    audit metrics; returns the metrics and audit results (as dicts)."""
+    from monai.bundle import run
+
+    from monai_forget.cli import main as cli
+
+    root = BUNDLES[bundle]
+    datalist = tmp / settings["datalist"]
+    args = [a.format(tmp=tmp) for a in settings["prepare"]]
+    args[1] = str(data_root / args[1])
+    code = cli(["prepare", *args, "-o", str(datalist), "--random-sites", "2", "--seed", "0"])
+    assert code == 0 and datalist.is_file()
+    provider = settings["provider"]
+    common = {"bundle_root": str(root), "data_file": str(datalist), **settings["shape"]}
+    subset = {"max_per_class": settings["max_per_class"]}
+    design = dict(settings["design"])
+    cfg = {name: str(root / "configs" / f"{name}.json") for name in ("train", "evaluate", "audit")}
+    ckpt = {"a": tmp / "with.pt", "b": tmp / "without.pt"}
+
+    run(config_file=cfg["train"], ckpt_file=str(ckpt["a"]), **common, **subset, **design)
+    run(
+        config_file=cfg["train"],
+        ckpt_file=str(ckpt["b"]),
+        exclude_sites=[provider],
+        **common,
+        **subset,
+        **design,
+    )
+    run(config_file=cfg["evaluate"], ckpt_file=str(ckpt["a"]), output_dir=str(tmp / "eval_test"),
+        max_per_class=settings["max_per_class"], **common)  # fmt: skip
+    shadow = {**design, **settings["shape"], "max_per_class": None}
+    for case in ("a", "b"):
+        run(
+            config_file=cfg["audit"],
+            target_ckpt=str(ckpt[case]),
+            provider=provider,
+            output_dir=str(tmp / f"audit_{case}"),
+            cache_dir=str(tmp / "cache"),
+            calibration_max_per_class=settings["calibration_max_per_class"],
+            shadow_settings=shadow,
+            **common,
+            **subset,
+        )
+        run(
+            config_file=cfg["evaluate"],
+            ckpt_file=str(ckpt[case]),
+            section="training",
+            provider=provider,
+            audit=True,
+            audit_reference=str(tmp / f"audit_{case}" / "reference.json"),
+            output_dir=str(tmp / f"eval_dq_{case}"),
+            **common,
+            **subset,
+        )
+    out: dict = {"test": json.loads((tmp / "eval_test" / "metrics.json").read_text())}
+    for case in ("a", "b"):
+        out[case] = {
+            "ks": json.loads((tmp / f"audit_{case}" / "ks.json").read_text()),
+            "ema": json.loads((tmp / f"audit_{case}" / "ema.json").read_text()),
+            "eval": json.loads((tmp / f"eval_dq_{case}" / "metrics.json").read_text()),
+            "report": (tmp / f"audit_{case}" / "report.html").is_file(),
+        }
+    out["gate"] = {
+        case: dict(
+            config_file=cfg["evaluate"],
+            ckpt_file=str(ckpt[case]),
+            section="training",
+            provider=provider,
+            audit=True,
+            compliance_gate=True,
+            audit_reference=str(tmp / f"audit_{case}" / "reference.json"),
+            output_dir=str(tmp / f"gate_{case}"),
+            **common,
+            **subset,
+        )
+        for case in ("a", "b")
+    }
+    return out
