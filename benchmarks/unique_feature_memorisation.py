@@ -448,7 +448,7 @@ def run_speed(cfg: Config, splits: dict[str, Split], seed: int) -> None:
     feature = UniqueFeature.from_text(cfg.letter, (1, 1), 1, 1.0)
     print(
         f"\n### Speed: M over {len(probes)} PneumoniaMNIST probes vs one forward pass "
-        "(batch 256, best of 7, interleaved)\n"
+        "(batch 256, best of 15, interleaved)\n"
     )
     print("| arch | one forward pass (s) | M, all 4 tests (s) | probes/s for M | ratio |")
     print("|---|---|---|---|---|")
@@ -456,7 +456,7 @@ def run_speed(cfg: Config, splits: dict[str, Split], seed: int) -> None:
         torch.manual_seed(seed)
         model = EarlyStoppingTraining(arch, network_args(arch, 10)).build().eval()
         plain, full = float("inf"), float("inf")
-        for _ in range(7):  # interleaved, so background load hits both alike
+        for _ in range(15):  # interleaved, so background load hits both alike
             plain = min(plain, best_time(lambda m=model: predict(m, probes, batch_size=256), 1))
             full = min(full, best_time(lambda m=model: memorisation_score(m, probes, feature), 1))
         print(

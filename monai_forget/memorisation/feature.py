@@ -21,7 +21,7 @@ from typing import Literal, TypeVar
 import numpy as np
 import torch
 
-from monai_forget.canary import check_fits, random_text, render_text, stamp
+from monai_forget.canary import check_fits, paint, random_text, render_text, stamp
 from monai_forget.canary.font import TYPEFACE
 
 __all__ = [
@@ -148,12 +148,22 @@ class UniqueFeature:
             return flat.amax(dim=1, keepdim=True)
         return flat.max(axis=1, keepdims=True)
 
-    def apply(self, images: ArrayT) -> ArrayT:
-        """A copy of ``(N, C, H, W)`` ``images`` carrying z_u (the inputs are not modified)."""
+    def apply(self, images: ArrayT, out: np.ndarray | None = None) -> ArrayT:
+        """A copy of ``(N, C, H, W)`` ``images`` carrying z_u (the inputs are not modified).
+
+        Args:
+            images: the probes.
+            out: optional numpy array of the same shape to write the result into (saves a
+                copy when stacking probe sets); it is returned.
+        """
         _check_batch(images)
         self.check_fits(images.shape)
+        values = self._values(images)
+        if out is not None:
+            out[...] = images
+            return paint(out, self.mask, self.position, values)
         # A writable copy of the (read-only) mask: torch warns on read-only numpy arrays.
-        return stamp(images, self.mask.copy(), self.position, self._values(images))
+        return stamp(images, self.mask.copy(), self.position, values)
 
     def random_masks(
         self, n: int, rng: np.random.Generator | int | None = None, kind: RandomFeature = "patch"
@@ -187,11 +197,16 @@ class UniqueFeature:
         ranks = np.argsort(np.argsort(keys, axis=1), axis=1)
         return (ranks < self.ink).reshape(n, h, w)
 
-    def apply_random(self, images: ArrayT, masks: np.ndarray) -> ArrayT:
-        """A copy of ``images`` with probe ``i`` carrying the random feature ``masks[i]``."""
+    def apply_random(
+        self, images: ArrayT, masks: np.ndarray, out: np.ndarray | None = None
+    ) -> ArrayT:
+        """A copy of ``images`` with probe ``i`` carrying the random feature ``masks[i]``.
+
+        ``out``: as in :meth:`apply`.
+        """
         _check_batch(images)
         self.check_fits(images.shape)
-        return stamp_each(images, masks, self.position, self._values(images))
+        return stamp_each(images, masks, self.position, self._values(images), out=out)
 
 
 def _check_batch(images: np.ndarray | torch.Tensor) -> None:
@@ -207,12 +222,14 @@ def stamp_each(
     masks: np.ndarray,
     position: Sequence[int],
     value: float | np.ndarray | torch.Tensor,
+    out: np.ndarray | None = None,
 ) -> ArrayT:
     """A copy of ``(N, C, H, W)`` ``images`` with mask ``masks[i]`` stamped on image ``i``.
 
     The per-probe counterpart of :func:`monai_forget.canary.stamp` (one mask for all),
     vectorised with ``where`` over the feature's region. ``value`` is a scalar or one
-    value per image, shape ``(N, 1)``.
+    value per image, shape ``(N, 1)``. With a numpy ``out`` of the same shape the result
+    is written there (and returned) instead of into a new array.
 
     Raises:
         ValueError: ``masks`` is not ``(N, h, w)`` or does not fit at ``position``.
@@ -232,7 +249,10 @@ def stamp_each(
         fill = fill.reshape(n, 1, 1, 1) if fill.ndim else fill
         region.copy_(torch.where(sel, fill, region))
         return out
-    out = np.array(images, copy=True)
+    if out is None:
+        out = np.array(images, copy=True)
+    else:
+        out[...] = images
     region = out[..., row : row + h, col : col + w]
     fill = np.asarray(value, dtype=out.dtype)
     fill = fill.reshape(n, 1, 1, 1) if fill.ndim else fill

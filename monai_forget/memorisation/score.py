@@ -274,12 +274,16 @@ def probe_outputs(
         cache_dir=cache_dir,
         progress=progress,
     )
-    # One predict call over the stacked sets: the same batched passes, one set-up.
-    parts = [feature.apply(images), feature.apply_random(images, masks)]
-    if clean_probs is None:
-        parts.insert(0, images)
-    probs = _predict(model, np.concatenate(parts), "clean and feature-carrying", **kwargs)
+    # One predict call over the stacked sets [D_c; D_u; D_r]: the same batched passes with
+    # one set-up; the feature-carrying copies are written straight into the stack.
     n = len(images)
+    first = 0 if clean_probs is not None else n
+    stacked = np.empty((first + 2 * n, *images.shape[1:]), dtype=np.float32)
+    if first:
+        stacked[:first] = images
+    feature.apply(images, out=stacked[first : first + n])
+    feature.apply_random(images, masks, out=stacked[first + n :])
+    probs = _predict(model, stacked, "clean and feature-carrying", **kwargs)
     if clean_probs is None:
         return probs[:n], probs[n : 2 * n], probs[2 * n :]
     if len(clean_probs) != n:
