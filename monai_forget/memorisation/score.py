@@ -46,6 +46,7 @@ from monai_forget.scores import check_probabilities
 from monai_forget.stats import kl_divergence
 
 __all__ = [
+    "FeatureCarrying",
     "MemorisationScore",
     "compute_m_score",
     "m_score_from_divergences",
@@ -220,16 +221,58 @@ def _probe_set(images: np.ndarray):
     return LabelledImages(images, np.zeros(len(images), dtype=np.int64), num_classes=1)
 
 
-def _predict(model, images: np.ndarray, what: str, **kwargs):
+class FeatureCarrying(torch.nn.Module):
+    """``model`` composed with the stamping of a feature: ``x -> f(x carrying z)``.
+
+    With ``masks=None`` every input carries the unique feature z_u; with ``masks`` of
+    shape ``(N, h, w)``, the i-th input seen (in order) carries the random feature
+    ``masks[i]``. Handing this to :func:`monai_forget.inference.predict` with the clean
+    probes gives the outputs on D_u or D_r in one batched pass, stamping each batch on
+    the fly (no stacked copy of the probe set). The feature and masks are buffers, so
+    the prediction cache key (the model fingerprint) covers them. Inputs are not modified.
+    """
+
+    def __init__(
+        self, model: torch.nn.Module, feature: UniqueFeature, masks: np.ndarray | None = None
+    ) -> None:
+        super().__init__()
+        self.model = model
+        self.feature = feature
+        value = np.nan if feature.value == "max" else float(feature.value)
+        spec = torch.tensor([*feature.position, value], dtype=torch.float64)
+        self.register_buffer("feature_spec", spec, persistent=False)
+        self.register_buffer("feature_mask", torch.from_numpy(feature.mask.copy()), False)
+        random = np.zeros((0, *feature.shape), bool) if masks is None else np.asarray(masks)
+        self.register_buffer("random_masks", torch.from_numpy(random.astype(bool)), False)
+        self._offset = 0
+        self.train(model.training)  # predict restores this flag on the wrapped model too
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.random_masks.numel() == 0:
+            return self.model(self.feature.apply(x))
+        stop = self._offset + len(x)
+        if stop > len(self.random_masks):
+            raise ValueError(
+                f"{stop} inputs seen but only {len(self.random_masks)} random masks given"
+            )
+        masks = self.random_masks[self._offset : stop].cpu().numpy()
+        self._offset = stop
+        return self.model(self.feature.apply_random(x, masks))
+
+
+def _predict(model, probes, what: str, **kwargs) -> np.ndarray:
+    """``predict(model, probes).probs`` with a clear error for probes the model rejects."""
     from monai_forget.inference import predict
 
+    if not hasattr(probes, "labels"):
+        probes = _probe_set(probes)
     try:
-        return predict(model, _probe_set(images), **kwargs).probs
+        return predict(model, probes, **kwargs).probs
     except RuntimeError as err:
         raise ValueError(
             f"the model could not process the {what} probes of shape "
-            f"{tuple(images.shape[1:])} (C, H, W): {str(err).splitlines()[0]}; pass probes "
-            "with the channel count and size the model was trained on"
+            f"{tuple(probes.images.shape[1:])} (C, H, W): {str(err).splitlines()[0]}; pass "
+            "probes with the channel count and size the model was trained on"
         ) from None
 
 
@@ -274,21 +317,16 @@ def probe_outputs(
         cache_dir=cache_dir,
         progress=progress,
     )
-    # One predict call over the stacked sets [D_c; D_u; D_r]: the same batched passes with
-    # one set-up; the feature-carrying copies are written straight into the stack.
-    n = len(images)
-    first = 0 if clean_probs is not None else n
-    stacked = np.empty((first + 2 * n, *images.shape[1:]), dtype=np.float32)
-    if first:
-        stacked[:first] = images
-    feature.apply(images, out=stacked[first : first + n])
-    feature.apply_random(images, masks, out=stacked[first + n :])
-    probs = _predict(model, stacked, "clean and feature-carrying", **kwargs)
+    # Three batched passes over the same probe set: clean, then the model composed with
+    # z_u, then with the per-probe z_r (each batch is stamped on the fly).
+    probe_set = _probe_set(images)
     if clean_probs is None:
-        return probs[:n], probs[n : 2 * n], probs[2 * n :]
-    if len(clean_probs) != n:
-        raise ValueError(f"clean_probs has {len(clean_probs)} rows for {n} probes")
-    return np.asarray(clean_probs, dtype=np.float64), probs[:n], probs[n:]
+        clean_probs = _predict(model, probe_set, "clean", **kwargs)
+    elif len(clean_probs) != len(images):
+        raise ValueError(f"clean_probs has {len(clean_probs)} rows for {len(images)} probes")
+    pu = _predict(FeatureCarrying(model, feature), probe_set, "unique-feature", **kwargs)
+    pr = _predict(FeatureCarrying(model, feature, masks), probe_set, "random-feature", **kwargs)
+    return np.asarray(clean_probs, dtype=np.float64), pu, pr
 
 
 def memorisation_score(

@@ -116,7 +116,7 @@ def white_box_score(
     Raises:
         ValueError: ``data`` has fewer than 2 samples of class ``label``.
     """
-    from monai_forget.memorisation.score import _predict
+    from monai_forget.memorisation.score import FeatureCarrying, _predict, _probe_set
 
     labels = np.asarray(data.labels)
     idx = np.flatnonzero(labels == int(label))
@@ -129,6 +129,7 @@ def white_box_score(
     feature.check_fits(images.shape)
     masks = feature.random_masks(len(images), seed, random_feature)
     kwargs = dict(batch_size=batch_size, device=device, outputs=outputs)
-    stacked = np.concatenate([feature.apply(images), feature.apply_random(images, masks)])
-    probs = _predict(model, stacked, "feature-carrying", **kwargs)
-    return compute_white_box_score(probs[: len(images)], probs[len(images) :], int(label))
+    probe_set = _probe_set(images)
+    pu = _predict(FeatureCarrying(model, feature), probe_set, "unique-feature", **kwargs)
+    pr = _predict(FeatureCarrying(model, feature, masks), probe_set, "random-feature", **kwargs)
+    return compute_white_box_score(pu, pr, int(label))
