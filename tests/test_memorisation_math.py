@@ -298,3 +298,15 @@ def test_warns_about_in_distribution_probes():
     probes = np.concatenate([train[:2], rng.random((3, 1, 8, 8)).astype(np.float32)])
     with pytest.warns(UserWarning, match="2 probe\\(s\\) are identical to training samples"):
         assert warn_if_in_distribution(probes, train) == 2
+
+
+def test_apply_into_a_given_array_equals_apply():
+    rng = np.random.default_rng(5)
+    images = rng.random((3, 1, 10, 10)).astype(np.float32)
+    f = UniqueFeature.from_text("K", position=(4, 4), value="max")
+    out = np.empty_like(images)
+    assert f.apply(images, out=out) is out
+    np.testing.assert_array_equal(out, f.apply(images))
+    masks = f.random_masks(3, rng=1)
+    f.apply_random(images, masks, out=out)
+    np.testing.assert_array_equal(out, f.apply_random(images, masks))
