@@ -76,6 +76,7 @@ def select(
     max_per_class: int | None = None,
     seed: int = 0,
     name: str = "datalist section",
+    check_files: bool = True,
 ) -> list[dict[str, Any]]:
     """Entries of one datalist section, filtered by provider and optionally subsampled.
 
@@ -89,6 +90,8 @@ def select(
             drawn with ``seed``. ``None`` keeps everything. For bounded runs.
         seed: seed of the subsample.
         name: how errors refer to the section.
+        check_files: check that every selected entry's ``image`` file exists, so a
+            stale datalist fails here, naming the file, not deep inside a data loader.
 
     Returns:
         New dicts (the inputs are not modified), in the original order.
@@ -96,6 +99,7 @@ def select(
     Raises:
         ValueError: unknown provider names, entries without ``site``/``label``, a bad
             ``max_per_class``, or nothing left to return.
+        FileNotFoundError: a selected entry's image file does not exist.
     """
     keep_sites, drop_sites = _as_names(sites), _as_names(exclude_sites)
     entries = [dict(e) for e in entries]
@@ -126,7 +130,20 @@ def select(
             f"{name}: no entries left after selecting providers {keep_sites or 'all'} "
             f"and excluding {drop_sites or 'none'}"
         )
+    if check_files:
+        _check_files(entries, name)
     return entries
+
+
+def _check_files(entries: Sequence[Mapping[str, Any]], name: str) -> None:
+    paths = {str(e["image"]) for e in entries if isinstance(e.get("image"), (str, os.PathLike))}
+    missing = sorted(path for path in paths if not Path(path).is_file())
+    if missing:
+        raise FileNotFoundError(
+            f"{name}: {len(missing)} image file(s) named in the datalist do not exist, "
+            f"e.g. {missing[0]}; re-run `monai-forget prepare` or fix the paths (relative "
+            "paths are resolved against the datalist's folder)"
+        )
 
 
 def _subsample_patients(

@@ -130,23 +130,37 @@ def _entries() -> list[dict]:
 def test_select_filters_providers_and_keeps_patients_together() -> None:
     entries = _entries()
     before = json.dumps(entries)
-    only_b = select(entries, sites="B")
+    only_b = select(entries, check_files=False, sites="B")
     assert {e["site"] for e in only_b} == {"B"} and len(only_b) == 12
-    assert select(entries, exclude_sites=["B"]) == select(entries, sites=["A"])
-    small = select(entries, max_per_class=1, seed=3)
+    assert select(entries, check_files=False, exclude_sites=["B"]) == select(
+        entries, check_files=False, sites=["A"]
+    )
+    small = select(entries, check_files=False, max_per_class=1, seed=3)
     patients = {e["patient"] for e in small}
     assert len(patients) == 2 and len(small) == 6  # one patient per class, all 3 slices
     assert {e["label"] for e in small} == {0, 1}
-    assert small == select(entries, max_per_class=1, seed=3)  # seeded
+    assert small == select(entries, max_per_class=1, seed=3, check_files=False)  # seeded
     assert json.dumps(entries) == before  # inputs untouched
     with pytest.raises(
         ValueError, match=r"provider\(s\) \['C'\] not found; providers: \['A', 'B'\]"
     ):
-        select(entries, sites="C")
+        select(entries, check_files=False, sites="C")
     with pytest.raises(ValueError, match="no entries left"):
-        select(entries, sites="A", exclude_sites="A")
+        select(entries, check_files=False, sites="A", exclude_sites="A")
     with pytest.raises(ValueError, match="no 'site' field"):
-        select([{"image": "x", "label": 0}], sites="A")
+        select([{"image": "x", "label": 0}], sites="A", check_files=False)
+
+
+def test_select_names_a_missing_image_file(tmp_path: Path) -> None:
+    present = tmp_path / "p0.png"
+    present.write_bytes(b"x")
+    entries = [
+        {"image": str(present), "label": 0, "site": "A"},
+        {"image": str(tmp_path / "gone.png"), "label": 1, "site": "B"},
+    ]
+    assert select(entries, sites="A") == entries[:1]  # only the selected entries count
+    with pytest.raises(FileNotFoundError, match=r"training: 1 image file.*gone\.png.*prepare"):
+        select(entries, name="training")
 
 
 def test_labelled_images_stacks_and_refuses_mixed_shapes() -> None:
@@ -295,16 +309,16 @@ BOUNDED = {
         "datalist": "pneumoniamnist.json",
         "provider": "random1",
         "max_per_class": 60,
-        "design": {"epochs": 4, "steps_per_epoch": 8, "batch_size": 32, "val_max_per_class": 10},
+        "design": {"epochs": 16, "steps_per_epoch": 8, "batch_size": 32, "val_max_per_class": 10},
         "shape": {},
-        "calibration_max_per_class": 60,
+        "calibration_max_per_class": 30,
     },
     "acdc": {
         "prepare": ["acdc-h5", "acdc_ssl4mis"],
         "datalist": "acdc.json",
         "provider": "random2",
         "max_per_class": 4,
-        "design": {"epochs": 4, "steps_per_epoch": 8, "batch_size": 16, "val_max_per_class": 1},
+        "design": {"epochs": 16, "steps_per_epoch": 8, "batch_size": 16, "val_max_per_class": 1},
         "shape": {"patch_size": 64, "canvas_size": 72, "resize_longest": 128},
         "calibration_max_per_class": 4,
     },
@@ -390,3 +404,83 @@ def run_bounded_scenario(bundle: str, data_root: Path, tmp: Path, settings: dict
         for case in ("a", "b")
     }
     return out
+
+
+@pytest.fixture(scope="module", params=sorted(BOUNDED))
+def bounded_run(
+    request: pytest.FixtureRequest, shared_data: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict:
+    bundle = request.param
+    tmp = tmp_path_factory.mktemp(f"bundle_{bundle}")
+    out = run_bounded_scenario(bundle, shared_data, tmp, BOUNDED[bundle])
+    out["bundle"], out["tmp"] = bundle, tmp
+    return out
+
+
+def _cause_chain(err: BaseException) -> list[BaseException]:
+    chain = []
+    while err is not None and err not in chain:
+        chain.append(err)
+        err = err.__cause__ or err.__context__
+    return chain
+
+
+def test_bounded_run_evaluates_and_writes_every_output(bounded_run: dict) -> None:
+    from monai_forget.bundles import REFERENCE_VERSION
+
+    names = json.loads((BUNDLES[bounded_run["bundle"]] / "configs" / "train.json").read_text())
+    num_classes = names["num_classes"]
+    test = bounded_run["test"]["metrics"]
+    assert 0.0 <= test["accuracy"] <= 1.0 and 0.0 <= test["auc"] <= 1.0
+    assert len(test["recall"]) == num_classes
+    assert list(test["recall_by_class"]) == names["class_names"]
+    tmp = bounded_run["tmp"]
+    for case in ("a", "b"):
+        assert bounded_run[case]["report"]
+        reference = json.loads((tmp / f"audit_{case}" / "reference.json").read_text())
+        assert reference["version"] == REFERENCE_VERSION
+        assert reference["provider"] == BOUNDED[bounded_run["bundle"]]["provider"]
+        query_size = bounded_run[case]["ks"]["sizes"]["query"]
+        assert reference["query_size"] == query_size == bounded_run[case]["eval"]["samples"]
+        # Evaluation-time metrics reproduce the audit: same target outputs on the same D_Q.
+        metrics = bounded_run[case]["eval"]["metrics"]
+        assert metrics["rho_KS"] == pytest.approx(bounded_run[case]["ks"]["statistic"], rel=1e-9)
+        assert metrics["rho_EMA"] == pytest.approx(
+            bounded_run[case]["ema"]["statistic"], rel=1e-6, abs=1e-12
+        )
+        calibration = bounded_run[case]["ks"]["sizes"]["calibration"]
+        assert calibration > query_size // 2  # retained + held-out data of other providers
+    with pytest.raises(Exception) as info:  # an existing model is never replaced silently
+        from monai.bundle import run
+
+        run(config_file=str(BUNDLES[bounded_run["bundle"]] / "configs" / "train.json"),
+            ckpt_file=str(tmp / "with.pt"))  # fmt: skip
+    assert any(isinstance(e, FileExistsError) for e in _cause_chain(info.value))
+
+
+def test_bounded_run_audit_decisions(bounded_run: dict) -> None:
+    """(a) the model trained with the provider remembers it; (b) the one retrained
+    without it has forgotten it, for both auditors."""
+    decisions = {
+        case: {m: bounded_run[case][m]["decision"] for m in ("ks", "ema")} for case in "ab"
+    }
+    stats = {case: {m: bounded_run[case][m]["statistic"] for m in ("ks", "ema")} for case in "ab"}
+    assert decisions["a"] == {"ks": "not forgotten", "ema": "not forgotten"}, stats
+    assert decisions["b"] == {"ks": "forgotten", "ema": "forgotten"}, stats
+    assert stats["a"]["ks"] < 1.0 <= stats["b"]["ks"]
+    assert stats["b"]["ema"] <= 0.1 < stats["a"]["ema"]
+
+
+def test_bounded_run_compliance_gate(bounded_run: dict) -> None:
+    from monai.bundle import run
+
+    from monai_forget.handlers import ComplianceError
+
+    run(**bounded_run["gate"]["b"])  # forgotten: the gate lets the evaluation pass
+    with pytest.raises(Exception) as info:
+        run(**bounded_run["gate"]["a"])
+    errors = [e for e in _cause_chain(info.value) if isinstance(e, ComplianceError)]
+    assert errors and "must be forgotten" in str(errors[0])
+    # The metrics were written before the gate stopped the run.
+    gate_metrics = json.loads((bounded_run["tmp"] / "gate_a" / "metrics.json").read_text())
+    assert gate_metrics["metrics"]["rho_KS"] == pytest.approx(bounded_run["a"]["ks"]["statistic"])
