@@ -1,0 +1,28 @@
+"""Output of the benchmark scripts: markdown results on stdout (kept for an ``--out``
+file), progress on stderr."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from monai_forget.io import atomic_write
+
+LINES: list[str] = []
+
+
+def say(text: str = "") -> None:
+    """Print a result line and keep it for :func:`write`."""
+    print(text, flush=True)
+    LINES.append(text)
+
+
+def log(msg: str) -> None:
+    """Progress, on stderr so it stays out of the results."""
+    print(msg, file=sys.stderr, flush=True)
+
+
+def write(path: str | Path) -> None:
+    """Write every result line said so far to ``path``, atomically."""
+    with atomic_write(Path(path), "w", overwrite=True) as handle:
+        handle.write("\n".join(LINES) + "\n")
