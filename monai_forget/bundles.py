@@ -448,6 +448,7 @@ def audit_metrics(
     provider: str | None = None,
     query_size: int | None = None,
     from_logits: bool = False,
+    pred_key: str = "pred",
 ) -> dict[str, Any]:
     """Evaluation-time audit metrics from the ``reference.json`` of :class:`WithdrawalAudit`.
 
@@ -459,13 +460,17 @@ def audit_metrics(
         reference_file: the file written by ``audit.json``.
         provider: the provider being evaluated; must match the file's.
         query_size: the number of samples the evaluation covers; must match the file's.
-        from_logits: the evaluator's ``pred`` holds logits.
+        from_logits: the evaluator's ``pred_key`` item holds logits.
+        pred_key: the item of the evaluator's output the metrics read. The bundles keep a
+            copy of the logits as ``logits`` and pass ``from_logits=True``: a float32
+            softmax rounds confidences near 1 (ties the auditors, which take the softmax
+            in float64, do not have), which can move rho_KS by a sample's share.
 
     Raises:
         FileNotFoundError: no reference file (run ``audit.json`` first).
         ValueError: the file was made for another provider or another D_Q size.
     """
-    from monai_forget.handlers import EMAAudit, KSCalibratedRatio
+    from monai_forget.handlers import EMAAudit, KSCalibratedRatio, batch_output
 
     path = Path(reference_file)
     if not path.is_file():
@@ -493,10 +498,14 @@ def audit_metrics(
             ref["ks"]["query_confidence"],
             ref["ks"]["calibration_confidence"],
             from_logits=from_logits,
+            output_transform=batch_output(pred_key),
         )
     if "ema" in ref:
         metrics["rho_EMA"] = EMAAudit(
-            ref["ema"]["thresholds"], test=ref["ema"]["test"], from_logits=from_logits
+            ref["ema"]["thresholds"],
+            test=ref["ema"]["test"],
+            from_logits=from_logits,
+            output_transform=batch_output(pred_key),
         )
     if not metrics:
         raise ValueError(f"{path} holds neither K-S nor EMA references")

@@ -18,8 +18,6 @@ from monai.handlers.utils import from_engine
 from monai_forget.audit.ema import EMAThresholds, TestName
 from monai_forget.metrics import EMAMetric, KSCalibratedRatioMetric
 
-_PRED_LABEL = from_engine(["pred", "label"])
-
 
 def _as_batch(values: Any) -> Any:
     """A decollated list of per-sample tensors (or numbers) as one batch tensor."""
@@ -30,18 +28,26 @@ def _as_batch(values: Any) -> Any:
     return values
 
 
-def _pred_label_batch(output: Any) -> tuple[Any, Any]:
-    """``(pred, label)`` of ``engine.state.output`` as batch tensors.
+def batch_output(pred_key: str = "pred", label_key: str = "label") -> Callable:
+    """An output transform giving ``(pred, label)`` of ``engine.state.output`` as batches.
 
-    ``from_engine(["pred", "label"])`` yields per-sample lists once MONAI has decollated
-    the batch, and ignite then updates the metric one sample at a time; stacking them
-    gives one update per iteration, which keeps the handlers' evaluation overhead small.
+    ``from_engine([pred_key, label_key])`` yields per-sample lists once MONAI has
+    decollated the batch, and ignite then updates the metric one sample at a time;
+    stacking them gives one update per iteration, which keeps the handlers' evaluation
+    overhead small. ``pred_key`` can name a copy of the logits kept before the
+    post-processing softmax (with ``from_logits=True``), so the softmax is taken in
+    float64 as the auditors take it.
     """
-    pred, label = _PRED_LABEL(output)
-    return _as_batch(pred), _as_batch(label)
+    select = from_engine([pred_key, label_key])
+
+    def transform(output: Any) -> tuple[Any, Any]:
+        pred, label = select(output)
+        return _as_batch(pred), _as_batch(label)
+
+    return transform
 
 
-_DEFAULT_OUTPUT = _pred_label_batch
+_DEFAULT_OUTPUT = batch_output()
 
 
 class KSCalibratedRatio(IgniteMetricHandler):
