@@ -240,3 +240,17 @@ def test_metric_buffers_equal_monai_cumulative(setup: Setup, kind: str) -> None:
     assert metric.aggregate() == pytest.approx(expected, rel=1e-12, abs=1e-300)
     metric.reset()
     assert metric.get_buffer() is None
+
+
+def test_batch_output_stacks_the_named_item_of_decollated_output() -> None:
+    from monai_forget.handlers import batch_output
+
+    output = [
+        {"pred": torch.tensor([0.5, 0.5]), "logits": torch.tensor([1.0, 1.0]), "label": 0},
+        {"pred": torch.tensor([0.1, 0.9]), "logits": torch.tensor([0.0, 2.2]), "label": 1},
+    ]
+    logits, label = batch_output("logits")(output)
+    assert torch.equal(logits, torch.tensor([[1.0, 1.0], [0.0, 2.2]]))
+    assert label.tolist() == [0, 1]
+    pred, _ = batch_output()(output)
+    assert torch.equal(pred, torch.tensor([[0.5, 0.5], [0.1, 0.9]]))
