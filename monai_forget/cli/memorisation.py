@@ -118,6 +118,20 @@ def _inputs(args: argparse.Namespace):
     return model, probes, training
 
 
+def _options(args: argparse.Namespace, training) -> dict:
+    """The options ``memorisation_score`` and ``leak_scan`` share."""
+    return {
+        "test": args.test,
+        "random_feature": args.random_feature,
+        "seed": args.seed,
+        "batch_size": args.batch_size,
+        "device": args.device,
+        "outputs": args.outputs,
+        "training_data": training,
+        "progress": True,
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     from monai_forget.io import atomic_write, check_writable
     from monai_forget.memorisation import (
@@ -134,19 +148,7 @@ def run(args: argparse.Namespace) -> int:
         out = check_writable(args.out, args.overwrite) if args.out else None
         feature = UniqueFeature.from_text(args.text, tuple(args.position), args.scale, args.value)
         model, probes, training = _inputs(args)
-        score = memorisation_score(
-            model,
-            probes,
-            feature,
-            test=args.test,
-            random_feature=args.random_feature,
-            seed=args.seed,
-            batch_size=args.batch_size,
-            device=args.device,
-            outputs=args.outputs,
-            training_data=training,
-            progress=True,
-        )
+        score = memorisation_score(model, probes, feature, **_options(args, training))
         verdict = "memorised" if score.significant(args.alpha) else "no evidence of memorisation"
         print(f"feature {feature.describe()}: {verdict} ({args.test} p = {score.pvalue:.4g})")
         print(score.summary())
@@ -174,16 +176,9 @@ def run(args: argparse.Namespace) -> int:
         position=tuple(args.position),
         scale=args.scale,
         value=args.value,
-        test=args.test,
         correction=args.correction,
         alpha=args.alpha,
-        random_feature=args.random_feature,
-        seed=args.seed,
-        batch_size=args.batch_size,
-        device=args.device,
-        outputs=args.outputs,
-        training_data=training,
-        progress=True,
+        **_options(args, training),
     )
     json_path, html_path = write_scan_report(result, out_dir, overwrite=args.overwrite)
     print(result.summary())
