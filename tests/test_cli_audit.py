@@ -95,3 +95,13 @@ def test_bad_network_args(files, tmp_path, capsys):
     args[args.index("--network-args") + 1] = "{not json"
     assert main(args) == 2
     assert "--network-args" in capsys.readouterr().err
+
+
+def test_network_args_must_be_json() -> None:
+    import argparse
+
+    from monai_forget.cli._model import load_model_from_args
+
+    args = argparse.Namespace(model="m.pt", network="mlp", network_args="{num_classes: 2}")
+    with pytest.raises(ValueError, match=r"--network-args is not valid JSON.*num_classes"):
+        load_model_from_args(args)

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
+
+from monai_forget.cli._model import add_model_arguments, load_model_from_args
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, help="target model: TorchScript or state dict")
-    parser.add_argument("--network", help="registry name of the architecture (state dicts)")
-    parser.add_argument("--network-args", default="{}", help="JSON keyword arguments of --network")
+    add_model_arguments(parser, "target")
     parser.add_argument("--query", required=True, help="D_Q: image folder, .npz or datalist .json")
     parser.add_argument("--query-split", help="split of a MedMNIST-layout .npz for D_Q")
     parser.add_argument("--calibration", required=True, help="D_C (shares no sample with D_Q)")
@@ -52,19 +51,12 @@ def run(args: argparse.Namespace) -> int:
     from monai_forget.audit import EMAAuditor, KSAuditor, write_report
     from monai_forget.data import load_images
     from monai_forget.io import check_writable
-    from monai_forget.networks import load_model
     from monai_forget.shadow import load_recipe
 
     out = Path(args.out)
     result_path = check_writable(out / "result.json", args.overwrite)
     report_path = check_writable(out / "report.html", args.overwrite)
-    try:
-        network_args = json.loads(args.network_args)
-    except json.JSONDecodeError as err:
-        raise ValueError(
-            f"--network-args is not valid JSON ({err}); e.g. '{{\"num_classes\": 2}}'"
-        ) from None
-    target = load_model(args.model, network=args.network, network_args=network_args)
+    target = load_model_from_args(args)
     query = load_images(args.query, split=args.query_split)
     calibration = load_images(args.calibration, split=args.calibration_split)
     options = {

@@ -13,6 +13,8 @@ import json
 import sys
 from pathlib import Path
 
+from monai_forget.cli._model import add_model_arguments, load_model_from_args
+
 
 def _value(text: str) -> float | str:
     if text == "max":
@@ -24,9 +26,7 @@ def _value(text: str) -> float | str:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, help="audited model: TorchScript or state dict")
-    parser.add_argument("--network", help="registry name of the architecture (state dicts)")
-    parser.add_argument("--network-args", default="{}", help="JSON keyword arguments of --network")
+    add_model_arguments(parser, "audited")
     parser.add_argument(
         "--probes",
         required=True,
@@ -102,15 +102,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _inputs(args: argparse.Namespace):
     from monai_forget.data import load_images
-    from monai_forget.networks import load_model
 
-    try:
-        network_args = json.loads(args.network_args)
-    except json.JSONDecodeError as err:
-        raise ValueError(
-            f"--network-args is not valid JSON ({err}); e.g. '{{\"num_classes\": 2}}'"
-        ) from None
-    model = load_model(args.model, network=args.network, network_args=network_args)
+    model = load_model_from_args(args)
     probes = load_images(args.probes, split=args.probes_split)
     training = None
     if args.training_data:

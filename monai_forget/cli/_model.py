@@ -1,0 +1,30 @@
+"""The model options sub-commands share: ``--model``, ``--network``, ``--network-args``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # torch is imported only when a command runs
+    from torch import nn
+
+
+def add_model_arguments(parser: argparse.ArgumentParser, role: str) -> None:
+    """Add the options naming a model file and, for state dicts, its architecture."""
+    parser.add_argument("--model", required=True, help=f"{role} model: TorchScript or state dict")
+    parser.add_argument("--network", help="registry name of the architecture (state dicts)")
+    parser.add_argument("--network-args", default="{}", help="JSON keyword arguments of --network")
+
+
+def load_model_from_args(args: argparse.Namespace) -> nn.Module:
+    """Load the model the options name (safely: TorchScript or ``weights_only``)."""
+    from monai_forget.networks import load_model
+
+    try:
+        network_args = json.loads(args.network_args)
+    except json.JSONDecodeError as err:
+        raise ValueError(
+            f"--network-args is not valid JSON ({err}); e.g. '{{\"num_classes\": 2}}'"
+        ) from None
+    return load_model(args.model, network=args.network, network_args=network_args)
