@@ -152,3 +152,12 @@ def test_cli_fl_simulate_refuses_bad_options_before_loading_data(tmp_path, capsy
     assert main(["fl", "simulate", "--remaining", "site-1", "--out", out]) == 2
     assert "provider that stays" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_cli_generator_defaults_are_the_library_defaults() -> None:
+    from monai_forget.cli import build_parser
+    from monai_forget.fl import DEFAULT_GENERATOR
+
+    args = build_parser().parse_args(["fl", "simulate", "--out", "x"])
+    cli = {k: getattr(args, k) for k in DEFAULT_GENERATOR}
+    assert cli == dict(DEFAULT_GENERATOR)  # the parser keeps torch out, so it repeats them
