@@ -65,7 +65,7 @@ Timing
 Speed ratios
     (a) ``benchmarks/threshold_search.compare_threshold_search`` at n = 10,000;
     (b) a MONAI ``SupervisedEvaluator`` (batch 64) over the PneumoniaMNIST test split
-    with the ``KSCalibratedRatio`` and ``EMAAudit`` handlers attached vs the same
+    with the ``KSCalibratedRatio`` and ``EMAPValue`` handlers attached vs the same
     evaluator without them (median of interleaved repeats after a warm-up run). The
     target is trained on folds 1-5; the handlers' reference outputs are computed
     beforehand with the val split as D_C. Judged on monai_forget's ``small_cnn``
@@ -536,19 +536,19 @@ def handler_overhead(
     """Median wall time of a SupervisedEvaluator run with vs without the audit handlers."""
     from monai.engines import SupervisedEvaluator
 
-    from monai_forget.handlers import EMAAudit, KSCalibratedRatio
+    from monai_forget.handlers import EMAPValue, KSCalibratedRatio
 
     options = {"recipe": setup.recipe, "seed": seed, "cache_dir": cache}
     model = ShadowTrainer(setup.recipe, cache_dir=cache).train(setup.target_data, target_seed)
-    query_conf, calibration_conf = KSAuditor(**options).reference_confidences(
-        setup.query, setup.calibration
-    )
-    thresholds = EMAAuditor(**options).calibrate(setup.calibration)
+    ks_reference = KSAuditor(**options).fit_reference(setup.query, setup.calibration)
+    thresholds = EMAAuditor(**options).fit_reference(setup.calibration).thresholds
     loader = torch.utils.data.DataLoader(setup.query.to_dataset(), batch_size=64)
 
     def evaluator(with_handlers: bool) -> SupervisedEvaluator:
-        ks = KSCalibratedRatio(query_conf, calibration_conf, from_logits=True)
-        ema = EMAAudit(thresholds, from_logits=True)
+        ks = KSCalibratedRatio(
+            ks_reference.query_confidence, ks_reference.calibration_confidence, from_logits=True
+        )
+        ema = EMAPValue(thresholds, from_logits=True)
         return SupervisedEvaluator(
             device=torch.device("cpu"),
             val_data_loader=loader,
@@ -713,7 +713,7 @@ def format_overheads(
             f"- SupervisedEvaluator over PneumoniaMNIST test ({o['n']} images, batch 64) with "
             f"`{r.network}` {dict(r.network_args)}, median of {repeats} interleaved runs: "
             f"{o['plain'] * 1e3:.1f} ms without handlers, {o['audited'] * 1e3:.1f} ms with "
-            f"KSCalibratedRatio + EMAAudit: **{o['overhead'] * 100:+.1f}%** overhead "
+            f"KSCalibratedRatio + EMAPValue: **{o['overhead'] * 100:+.1f}%** overhead "
             f"(best-of: {o['best_overhead'] * 100:+.1f}%; {verdict}); handler values "
             f"rho_KS = {o['rho_KS']:.3f}, rho_EMA = {o['rho_EMA']:.3g}"
         )

@@ -9,8 +9,8 @@ References:
     models have forgotten data", MICCAI 2020 (ECDF, K-S distance: Eqs. 1-3).
     Huang, Li & Li, "EMA: Auditing Data Removal from Trained Models", 2021
     (balanced-accuracy thresholds, Step 1; two-sample test, Step 2).
-    Hartley & Tsaftaris, "Measuring unintended memorisation of unique private
-    features in neural networks", 2022 (KL divergence, Eq. 1).
+    Hartley & Tsaftaris, "Unintended memorisation of unique features in neural
+    networks", 2022 (KL divergence, Eq. 1).
 """
 
 from __future__ import annotations
@@ -84,10 +84,10 @@ def ecdf(sample: object, at: object) -> np.ndarray:
 def ks_distance(a: object, b: object) -> float:
     """Exact two-sample Kolmogorov-Smirnov distance ``sup_x |F_a(x) - F_b(x)|``.
 
-    Implements Eqs. 2-3 of Liu & Tsaftaris (2020). Both ECDFs are step functions
-    that only jump at observed values, so the supremum is attained at a point of
-    the pooled sample; evaluating there makes the result exact (equal to
-    ``scipy.stats.ks_2samp(a, b).statistic``, ties included).
+    Implements Eqs. 2-3 of Liu & Tsaftaris (2020) with ``scipy.stats.ks_2samp``, whose
+    statistic evaluates both ECDFs (Eq. 1) at every point of the pooled sample, where the
+    supremum of two step functions is attained: exact, ties included. Only the statistic
+    is used, so the cheap asymptotic p-value method is asked for.
 
     Args:
         a: first 1-D sample (finite, non-empty).
@@ -98,8 +98,8 @@ def ks_distance(a: object, b: object) -> float:
     """
     a = _as_sample(a, "a")
     b = _as_sample(b, "b")
-    pooled = np.concatenate([a, b])
-    return float(np.max(np.abs(ecdf(a, pooled) - ecdf(b, pooled))))
+    with np.errstate(divide="ignore"):  # the unused p-value divides by 0 for 1-value samples
+        return float(scipy.stats.ks_2samp(a, b, method="asymp").statistic)
 
 
 # --------------------------------------------------------------------------- t-tests
@@ -153,6 +153,26 @@ def _degenerate_result(mean_a: float, mean_b: float, df: float, alternative: str
     return TTestResult(float(t), 0.0 if consistent else 1.0, df)
 
 
+def _two_sample_t(a: object, b: object, alternative: str, *, pooled: bool) -> TTestResult:
+    """Shared body of the Student (``pooled``) and Welch t-tests."""
+    _check_alternative(alternative)
+    a = _as_sample(a, "a", min_size=2)
+    b = _as_sample(b, "b", min_size=2)
+    (ma, va), (mb, vb) = _mean_var(a), _mean_var(b)
+    na, nb = a.size, b.size
+    if pooled:
+        df = float(na + nb - 2)
+        variance = ((na - 1) * va + (nb - 1) * vb) / df * (1.0 / na + 1.0 / nb)
+    else:
+        sa, sb = va / na, vb / nb
+        variance = sa + sb
+        df = variance**2 / (sa**2 / (na - 1) + sb**2 / (nb - 1)) if variance else float("nan")
+    if variance == 0.0:
+        return _degenerate_result(ma, mb, df, alternative)
+    t = (ma - mb) / np.sqrt(variance)
+    return TTestResult(float(t), _t_pvalue(t, df, alternative), float(df))
+
+
 def student_ttest(a: object, b: object, alternative: Alternative = "two-sided") -> TTestResult:
     """Two-sample Student t-test with pooled (equal) variance.
 
@@ -177,17 +197,7 @@ def student_ttest(a: object, b: object, alternative: Alternative = "two-sided") 
     Raises:
         ValueError: fewer than 2 values, NaN/inf, or an unknown alternative.
     """
-    _check_alternative(alternative)
-    a = _as_sample(a, "a", min_size=2)
-    b = _as_sample(b, "b", min_size=2)
-    (ma, va), (mb, vb) = _mean_var(a), _mean_var(b)
-    na, nb = a.size, b.size
-    df = float(na + nb - 2)
-    pooled = ((na - 1) * va + (nb - 1) * vb) / df
-    if pooled == 0.0:
-        return _degenerate_result(ma, mb, df, alternative)
-    t = (ma - mb) / np.sqrt(pooled * (1.0 / na + 1.0 / nb))
-    return TTestResult(float(t), _t_pvalue(t, df, alternative), df)
+    return _two_sample_t(a, b, alternative, pooled=True)
 
 
 def welch_ttest(a: object, b: object, alternative: Alternative = "two-sided") -> TTestResult:
@@ -215,17 +225,7 @@ def welch_ttest(a: object, b: object, alternative: Alternative = "two-sided") ->
     Raises:
         ValueError: fewer than 2 values, NaN/inf, or an unknown alternative.
     """
-    _check_alternative(alternative)
-    a = _as_sample(a, "a", min_size=2)
-    b = _as_sample(b, "b", min_size=2)
-    (ma, va), (mb, vb) = _mean_var(a), _mean_var(b)
-    na, nb = a.size, b.size
-    sa, sb = va / na, vb / nb
-    if sa + sb == 0.0:
-        return _degenerate_result(ma, mb, float("nan"), alternative)
-    df = (sa + sb) ** 2 / (sa**2 / (na - 1) + sb**2 / (nb - 1))
-    t = (ma - mb) / np.sqrt(sa + sb)
-    return TTestResult(float(t), _t_pvalue(t, df, alternative), float(df))
+    return _two_sample_t(a, b, alternative, pooled=False)
 
 
 # --------------------------------------------------------------------------- thresholds
@@ -263,7 +263,7 @@ def _balanced_accuracy(tp, tn, n_members: int, n_nonmembers: int):
 
 
 def best_balanced_threshold(member_scores: object, nonmember_scores: object) -> ThresholdResult:
-    """Threshold maximising balanced accuracy, found by sorting once (O(n log n)).
+    """Threshold maximising balanced accuracy, from one ROC sweep (O(n log n)).
 
     EMA, Huang, Li & Li (2021), Step 1: a per-sample metric is turned into a
     membership decision "member iff score >= threshold", with the threshold chosen
@@ -272,9 +272,11 @@ def best_balanced_threshold(member_scores: object, nonmember_scores: object) -> 
     threshold (the most conservative rule). Scores must be oriented so that higher
     means more likely member (see :func:`monai_forget.scores.membership_scores`).
 
-    For a candidate t, ``TP = #{members >= t}`` and ``TN = #{non-members < t}``.
-    One sort of the pooled scores, then cumulative member/non-member counts read
-    at the first position of each distinct value, give both for every candidate.
+    ``sklearn.metrics.roc_curve`` (with ``drop_intermediate=False``) gives the TPR and
+    FPR of the rule ``score >= t`` at every distinct score, in decreasing order, led by
+    ``t = +inf``. The rates are turned back into integer counts (exact: they are
+    ``count / total``), so the balanced accuracy is the same float the exhaustive
+    search computes.
 
     Args:
         member_scores: scores of samples the model was trained on (any shape, flattened).
@@ -286,21 +288,18 @@ def best_balanced_threshold(member_scores: object, nonmember_scores: object) -> 
     Raises:
         ValueError: an empty set, or NaN/inf scores.
     """
+    from sklearn.metrics import roc_curve
+
     members, nonmembers = _threshold_inputs(member_scores, nonmember_scores)
     n_m, n_n = members.size, nonmembers.size
-    pooled = np.concatenate([members, nonmembers])
-    order = np.argsort(pooled)  # order within ties is irrelevant: counts are read per group
-    values = pooled[order]
-    is_member = order < n_m
-    # Counts of members / non-members strictly before each sorted position.
-    below_m = np.concatenate([[0], np.cumsum(is_member)])
-    below_n = np.concatenate([[0], np.cumsum(~is_member)])
-    first = np.flatnonzero(np.concatenate([[True], values[1:] != values[:-1]]))
-    cand = np.append(values[first], np.inf)  # +inf: nothing is a member
-    tp = np.append(n_m - below_m[first], 0)  # members >= t
-    tn = np.append(below_n[first], n_n)  # non-members < t
+    truth = np.concatenate([np.ones(n_m, dtype=np.int8), np.zeros(n_n, dtype=np.int8)])
+    fpr, tpr, cand = roc_curve(
+        truth, np.concatenate([members, nonmembers]), drop_intermediate=False
+    )
+    tp = np.rint(tpr * n_m).astype(np.int64)  # members >= t
+    tn = n_n - np.rint(fpr * n_n).astype(np.int64)  # non-members < t
     ba = _balanced_accuracy(tp, tn, n_m, n_n)
-    best = np.flatnonzero(ba == ba.max())[-1]  # candidates ascend: last = largest
+    best = int(np.argmax(ba))  # candidates descend: the first maximiser is the largest
     return ThresholdResult(float(cand[best]), float(ba[best]))
 
 

@@ -100,7 +100,7 @@ def test_bad_network_args(files, tmp_path, capsys):
 def test_network_args_must_be_json() -> None:
     import argparse
 
-    from monai_forget.cli._model import load_model_from_args
+    from monai_forget.cli.options import load_model_from_args
 
     args = argparse.Namespace(model="m.pt", network="mlp", network_args="{num_classes: 2}")
     with pytest.raises(ValueError, match=r"--network-args is not valid JSON.*num_classes"):

@@ -1,7 +1,7 @@
 """The audit handlers inside a real MONAI ``SupervisedEvaluator``.
 
-Reference outputs are computed beforehand (``KSAuditor.reference_confidences``,
-``EMAAuditor.calibrate``); the evaluator then runs only the target over D_Q. The values
+Reference outputs are computed beforehand (``KSAuditor.fit_reference``,
+``EMAAuditor.fit_reference``); the evaluator then runs only the target over D_Q. The values
 the handlers put in ``engine.state.metrics`` must equal the offline computations
 (``KSAuditor.audit_predictions``, ``ks_calibrated_ratio``, ``ema_pvalue``, and the
 EMA auditor's own ``audit_predictions``) on the very outputs the evaluator produced.
@@ -30,10 +30,10 @@ from monai_forget.audit import (
     ks_calibrated_ratio,
 )
 from monai_forget.data import LabelledImages, concat, load_digits
-from monai_forget.handlers import EMAAudit, KSCalibratedRatio
+from monai_forget.handlers import EMAPValue, KSCalibratedRatio
 from monai_forget.inference import Predictions, predict
 from monai_forget.metrics import (
-    EMAMetric,
+    EMAPValueMetric,
     KSCalibratedRatioMetric,
     compute_ema_pvalue,
     compute_ks_calibrated_ratio,
@@ -87,8 +87,12 @@ def setup(tmp_path_factory) -> Setup:
     target = ShadowTrainer(RECIPE, cache_dir=cache).train(concat(query, other), seed=TARGET_SEED)
     ks = KSAuditor(recipe=RECIPE, seed=AUDIT_SEED, cache_dir=cache)
     ema = EMAAuditor(recipe=RECIPE, seed=AUDIT_SEED, cache_dir=cache)
-    query_conf, calibration_conf = ks.reference_confidences(query, calibration)
-    thresholds = ema.calibrate(calibration)
+    ks_reference = ks.fit_reference(query, calibration)
+    query_conf, calibration_conf = (
+        ks_reference.query_confidence,
+        ks_reference.calibration_confidence,
+    )
+    thresholds = ema.fit_reference(calibration).thresholds
     torch.set_num_threads(previous)
     return Setup(target, query, calibration, ks, ema, query_conf, calibration_conf, thresholds)
 
@@ -106,7 +110,7 @@ def _run(setup: Setup, *, softmax_postprocessing: bool) -> tuple[dict, np.ndarra
                 setup.query_confidence, setup.calibration_confidence, from_logits=from_logits
             )
         },
-        additional_metrics={"rho_EMA": EMAAudit(setup.thresholds, from_logits=from_logits)},
+        additional_metrics={"rho_EMA": EMAPValue(setup.thresholds, from_logits=from_logits)},
     )
     seen_pred: list[np.ndarray] = []
     seen_label: list[np.ndarray] = []
@@ -185,7 +189,7 @@ def test_handlers_without_decollation_give_the_same_values(setup: Setup) -> None
                 setup.query_confidence, setup.calibration_confidence, from_logits=True
             )
         },
-        additional_metrics={"rho_EMA": EMAAudit(setup.thresholds, from_logits=True)},
+        additional_metrics={"rho_EMA": EMAPValue(setup.thresholds, from_logits=True)},
     )
     evaluator.run()
     assert evaluator.state.metrics == pytest.approx(decollated, rel=1e-12, abs=1e-300)
@@ -197,7 +201,7 @@ def test_logits_without_from_logits_are_refused(setup: Setup) -> None:
         device=torch.device("cpu"),
         val_data_loader=torch.utils.data.DataLoader(setup.query.to_dataset(), batch_size=BATCH),
         network=setup.target,
-        key_val_metric={"rho_EMA": EMAAudit(setup.thresholds)},
+        key_val_metric={"rho_EMA": EMAPValue(setup.thresholds)},
     )
     with pytest.raises(ValueError, match="from_logits=True"):
         evaluator.run()
@@ -213,7 +217,7 @@ def test_metric_buffers_equal_monai_cumulative(setup: Setup, kind: str) -> None:
             setup.query_confidence, setup.calibration_confidence, from_logits=True
         )
     else:
-        metric = EMAMetric(setup.thresholds, from_logits=True)
+        metric = EMAPValueMetric(setup.thresholds, from_logits=True)
     reference = Cumulative()
     logits = torch.randn(n, 10, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     labels = torch.tensor(setup.query.labels)

@@ -11,19 +11,20 @@ import torch
 from torch import nn
 
 from monai_forget.data import LabelledImages, load_digits
+from monai_forget.handlers import MemorisationTracker, UniqueFeatureMemorisation
 from monai_forget.memorisation import (
     Checkpoint,
     CheckpointRecorder,
     EarlyStoppingTraining,
     FeatureProbe,
-    MemorisationMetric,
-    MemorisationScoreHandler,
-    MemorisationTracker,
     UniqueFeature,
-    compute_memorisation_metric,
     memorisation_score,
     self_influence,
     white_box_score,
+)
+from monai_forget.metrics import (
+    UniqueFeatureMemorisationMetric,
+    compute_unique_feature_memorisation,
 )
 from monai_forget.networks import CNN2, MLP1
 
@@ -143,7 +144,7 @@ def test_feature_probe_stacks_clean_unique_random(noise_probes):
 def test_metric_over_batches_equals_memorisation_score(noise_probes):
     model = MatchedFilter(_template(FEATURE, 12), gain=0.7)
     probe = FeatureProbe(model, FEATURE, seed=2)
-    metric = MemorisationMetric()
+    metric = UniqueFeatureMemorisationMetric()
     with torch.no_grad():
         for start in range(0, 60, 16):  # uneven batches: 16, 16, 16, 12
             metric(probe(torch.from_numpy(noise_probes[start : start + 16])))
@@ -154,9 +155,9 @@ def test_metric_over_batches_equals_memorisation_score(noise_probes):
     probe.reset()
     with torch.no_grad():
         stacked = probe(torch.from_numpy(noise_probes))
-    assert compute_memorisation_metric(stacked).m == pytest.approx(ref.m, rel=1e-5)
+    assert compute_unique_feature_memorisation(stacked).m == pytest.approx(ref.m, rel=1e-5)
     with pytest.raises(ValueError, match=r"\(N, 3, K\).*FeatureProbe"):
-        compute_memorisation_metric(torch.zeros(4, 3))
+        compute_unique_feature_memorisation(torch.zeros(4, 3))
 
 
 def test_handler_in_a_supervised_evaluator(noise_probes):
@@ -169,7 +170,7 @@ def test_handler_in_a_supervised_evaluator(noise_probes):
         device=torch.device("cpu"),
         val_data_loader=loader,
         network=FeatureProbe(model, FEATURE, seed=2),
-        key_val_metric={"M": MemorisationScoreHandler()},
+        key_val_metric={"M": UniqueFeatureMemorisation()},
     )
     evaluator.run()
     ref = memorisation_score(model, noise_probes, FEATURE, seed=2)

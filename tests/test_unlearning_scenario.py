@@ -14,7 +14,6 @@ from monai_forget.data import LabelledImages
 from monai_forget.fl.shadow import FedAvgShadowRecipe
 from monai_forget.shadow import SupervisedRecipe
 from monai_forget.unlearning import MembershipOracle
-from monai_forget.unlearning.evaluation import ema_audit_with_split
 from monai_forget.unlearning.scenario import (
     add_site_frame,
     build_federation,
@@ -142,7 +141,7 @@ def test_ema_with_a_given_split_trains_the_reference_on_its_members(tmp_path) ->
     recipe.fit(target, fed.clients["site-1"], seed=0, device=torch.device("cpu"))
     target.eval()
     split = fed.calibration_split["site-1"]
-    result = ema_audit_with_split(auditor, target, fed.clients["site-1"], split, "x")
+    result = auditor.audit(target, fed.clients["site-1"], split, label="x")
     reference = auditor._train(split[0])
     expected = auditor.audit_predictions(
         auditor._predict(target, fed.clients["site-1"]),
@@ -151,11 +150,11 @@ def test_ema_with_a_given_split_trains_the_reference_on_its_members(tmp_path) ->
     )
     assert result.statistic == pytest.approx(expected.statistic)
     assert result.decision == expected.decision
-    assert result.provenance["options"]["calibration_split"] == "given (by patient)"
+    assert result.provenance["options"]["calibration_split"] == "given"
     with pytest.raises(ValueError, match="members and non-members share samples"):
-        ema_audit_with_split(auditor, target, fed.clients["site-1"], (split[0], split[0]))
+        auditor.audit(target, fed.clients["site-1"], (split[0], split[0]))
     with pytest.raises(ValueError, match="calibration set"):
-        ema_audit_with_split(auditor, target, split[1], split)  # query inside calibration
+        auditor.audit(target, split[1], split)  # query inside calibration
 
 
 def test_fedavg_shadow_recipe_is_the_mean_of_local_fits() -> None:

@@ -1,28 +1,39 @@
 """Withdrawal audits: has a trained model forgotten a withdrawn provider's data?"""
 
+from monai_forget.audit.auditors import Calibration, EMAAuditor, KSAuditor, ShadowAuditor
 from monai_forget.audit.ema import (
-    EMAAuditor,
+    EMAReference,
     EMAThresholds,
+    ema_decision,
     ema_membership,
     ema_pvalue,
     fit_ema_thresholds,
 )
-from monai_forget.audit.ks import KSAuditor, KSRatio, ks_calibrated_ratio
+from monai_forget.audit.ks import KSRatio, KSReference, ks_calibrated_ratio, ks_decision
+from monai_forget.audit.reference import REFERENCE_VERSION, AuditReference
 from monai_forget.audit.report import render_report, write_report
 from monai_forget.audit.result import FORGOTTEN, NOT_FORGOTTEN, AuditResult
 
 __all__ = [
     "FORGOTTEN",
     "NOT_FORGOTTEN",
+    "REFERENCE_VERSION",
+    "AuditReference",
     "AuditResult",
+    "Calibration",
     "EMAAuditor",
+    "EMAReference",
     "EMAThresholds",
     "KSAuditor",
     "KSRatio",
+    "KSReference",
+    "ShadowAuditor",
+    "ema_decision",
     "ema_membership",
     "ema_pvalue",
     "fit_ema_thresholds",
     "ks_calibrated_ratio",
+    "ks_decision",
     "render_report",
     "write_report",
 ]

@@ -8,7 +8,9 @@ threshold. Step 2 ensembles the membership vector M with a two-sample test again
 all-ones vector; the p-value is rho_EMA, and rho_EMA <= alpha means the query set is not
 memorised (forgotten).
 
-Defaults follow the paper; the public reference code's departures are options
+What the auditor learns on calibration data (the thresholds, with alpha and the test)
+is an :class:`EMAReference`; :func:`ema_decision` is the rule, the one place it is
+written. Defaults follow the paper; the public reference code's departures are options
 (``threshold_by="prediction"``, ``metrics`` without modified entropy,
 ``test="student"``, ``calibration_outputs="target"``); ``docs/ema_auditor.md`` tabulates
 them.
@@ -20,18 +22,38 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
-from torch import nn
 
-from monai_forget.audit.base import ShadowAuditor, check_set_size
 from monai_forget.audit.result import FORGOTTEN, NOT_FORGOTTEN, AuditResult
-from monai_forget.data import LabelledImages
+from monai_forget.defaults import EMA_METRICS
 from monai_forget.inference import Predictions
 from monai_forget.scores import MEMBERSHIP_METRICS, check_probabilities, membership_scores
 from monai_forget.stats import TTestResult, best_balanced_threshold, student_ttest, welch_ttest
 
+__all__ = [
+    "PAPER_METRICS",
+    "EMAReference",
+    "EMAThresholds",
+    "ema_decision",
+    "ema_membership",
+    "ema_pvalue",
+    "ema_rule",
+    "fit_ema_thresholds",
+]
+
 ThresholdBy = Literal["label", "prediction"]
 TestName = Literal["welch", "student"]
-PAPER_METRICS: tuple[str, ...] = ("correctness", "confidence", "entropy", "modified_entropy")
+Scores = dict[str, np.ndarray]
+PAPER_METRICS: tuple[str, ...] = EMA_METRICS
+
+
+def ema_decision(pvalue: float, alpha: float) -> str:
+    """Huang et al. 2021, Alg. 2: rho_EMA <= alpha means forgotten (not memorised)."""
+    return FORGOTTEN if pvalue <= alpha else NOT_FORGOTTEN
+
+
+def ema_rule(alpha: float) -> str:
+    """:func:`ema_decision` in words."""
+    return f"rho_EMA <= {alpha:g} means forgotten: the query set is not memorised"
 
 
 def _classes(probs: np.ndarray, labels: np.ndarray, threshold_by: ThresholdBy) -> np.ndarray:
@@ -41,6 +63,12 @@ def _classes(probs: np.ndarray, labels: np.ndarray, threshold_by: ThresholdBy) -
     if threshold_by == "prediction":
         return probs.argmax(axis=1)
     raise ValueError(f"threshold_by must be 'label' or 'prediction', got {threshold_by!r}")
+
+
+def _check_metrics(metrics: tuple[str, ...]) -> None:
+    unknown = set(metrics) - set(MEMBERSHIP_METRICS)
+    if unknown or not metrics:
+        raise ValueError(f"metrics must be a non-empty subset of {sorted(MEMBERSHIP_METRICS)}")
 
 
 @dataclass(frozen=True)
@@ -93,6 +121,43 @@ class EMAThresholds:
         )
 
 
+def _fit_thresholds(
+    member: Scores,
+    member_cls: np.ndarray,
+    nonmember: Scores,
+    nonmember_cls: np.ndarray,
+    num_classes: int,
+    threshold_by: ThresholdBy,
+) -> EMAThresholds:
+    """Per-class, per-metric thresholds from membership scores computed beforehand."""
+    thresholds: dict[str, np.ndarray] = {}
+    accuracy: dict[str, np.ndarray] = {}
+    fallback = tuple(
+        c
+        for c in range(num_classes)
+        if not (np.any(member_cls == c) and np.any(nonmember_cls == c))
+    )
+    for metric in member:
+        if metric == "correctness":
+            # Song & Mittal 2021 (Sec. 3.2) infer membership from correctness by a fixed
+            # rule, member iff correctly classified: no threshold is learned.
+            thresholds[metric] = np.ones(num_classes)
+            accuracy[metric] = _correctness_accuracy(
+                member[metric], nonmember[metric], member_cls, nonmember_cls, num_classes
+            )
+            continue
+        pooled = best_balanced_threshold(member[metric], nonmember[metric])
+        thresholds[metric] = np.full(num_classes, pooled.threshold)
+        accuracy[metric] = np.full(num_classes, pooled.balanced_accuracy)
+        for c in set(range(num_classes)) - set(fallback):
+            best = best_balanced_threshold(
+                member[metric][member_cls == c], nonmember[metric][nonmember_cls == c]
+            )
+            thresholds[metric][c] = best.threshold
+            accuracy[metric][c] = best.balanced_accuracy
+    return EMAThresholds(thresholds, accuracy, threshold_by, fallback)
+
+
 def fit_ema_thresholds(
     member_probs: np.ndarray,
     member_labels: np.ndarray,
@@ -116,44 +181,15 @@ def fit_ema_thresholds(
     nonmember_probs, nonmember_labels = check_probabilities(
         nonmember_probs, nonmember_labels, num_classes=num_classes
     )
-    unknown = set(metrics) - set(MEMBERSHIP_METRICS)
-    if unknown or not metrics:
-        raise ValueError(f"metrics must be a non-empty subset of {sorted(MEMBERSHIP_METRICS)}")
-    member_scores = membership_scores(member_probs, member_labels, metrics)
-    nonmember_scores = membership_scores(nonmember_probs, nonmember_labels, metrics)
-    member_cls = _classes(member_probs, member_labels, threshold_by)
-    nonmember_cls = _classes(nonmember_probs, nonmember_labels, threshold_by)
-
-    thresholds: dict[str, np.ndarray] = {}
-    accuracy: dict[str, np.ndarray] = {}
-    fallback = tuple(
-        c
-        for c in range(num_classes)
-        if not (np.any(member_cls == c) and np.any(nonmember_cls == c))
+    _check_metrics(metrics)
+    return _fit_thresholds(
+        membership_scores(member_probs, member_labels, metrics),
+        _classes(member_probs, member_labels, threshold_by),
+        membership_scores(nonmember_probs, nonmember_labels, metrics),
+        _classes(nonmember_probs, nonmember_labels, threshold_by),
+        num_classes,
+        threshold_by,
     )
-    for metric in metrics:
-        if metric == "correctness":
-            # Song & Mittal 2021 (Sec. 3.2) infer membership from correctness by a fixed
-            # rule, member iff correctly classified: no threshold is learned.
-            thresholds[metric] = np.ones(num_classes)
-            accuracy[metric] = _correctness_accuracy(
-                member_scores[metric],
-                nonmember_scores[metric],
-                member_cls,
-                nonmember_cls,
-                num_classes,
-            )
-            continue
-        pooled = best_balanced_threshold(member_scores[metric], nonmember_scores[metric])
-        thresholds[metric] = np.full(num_classes, pooled.threshold)
-        accuracy[metric] = np.full(num_classes, pooled.balanced_accuracy)
-        for c in set(range(num_classes)) - set(fallback):
-            best = best_balanced_threshold(
-                member_scores[metric][member_cls == c], nonmember_scores[metric][nonmember_cls == c]
-            )
-            thresholds[metric][c] = best.threshold
-            accuracy[metric][c] = best.balanced_accuracy
-    return EMAThresholds(thresholds, accuracy, threshold_by, fallback)
 
 
 def _correctness_accuracy(
@@ -172,6 +208,14 @@ def _correctness_accuracy(
     return out
 
 
+def _membership(scores: Scores, cls: np.ndarray, thresholds: EMAThresholds) -> np.ndarray:
+    """M_i = 1 when any metric's score of sample i clears its class threshold."""
+    member = np.zeros(len(cls), dtype=bool)
+    for metric, per_class in thresholds.thresholds.items():
+        member |= scores[metric] >= per_class[cls]
+    return member.astype(np.float64)
+
+
 def ema_membership(probs: np.ndarray, labels: np.ndarray, thresholds: EMAThresholds) -> np.ndarray:
     """EMA Step 1 inference (Huang et al. 2021, Alg. 1): the membership vector M.
 
@@ -179,11 +223,7 @@ def ema_membership(probs: np.ndarray, labels: np.ndarray, thresholds: EMAThresho
     """
     probs, labels = check_probabilities(probs, labels, num_classes=thresholds.num_classes)
     scores = membership_scores(probs, labels, thresholds.metrics)
-    cls = _classes(probs, labels, thresholds.threshold_by)
-    member = np.zeros(len(labels), dtype=bool)
-    for metric, per_class in thresholds.thresholds.items():
-        member |= scores[metric] >= per_class[cls]
-    return member.astype(np.float64)
+    return _membership(scores, _classes(probs, labels, thresholds.threshold_by), thresholds)
 
 
 def ema_pvalue(membership: np.ndarray, test: TestName = "welch") -> TTestResult:
@@ -202,132 +242,82 @@ def ema_pvalue(membership: np.ndarray, test: TestName = "welch") -> TTestResult:
     raise ValueError(f"test must be 'welch' or 'student', got {test!r}")
 
 
-def ema_rule(alpha: float) -> str:
-    return f"rho_EMA <= {alpha:g} means forgotten (not memorised)"
+@dataclass(frozen=True)
+class EMAReference:
+    """What the EMA auditor learned on calibration data, computed once before evaluation.
 
-
-@dataclass
-class EMAAuditor(ShadowAuditor):
-    """Withdrawal audit with Ensembled Membership Auditing (Huang, Li & Li 2021).
-
-    The calibration set is split (seeded, stratified) into members, on which a
-    calibration shadow model is trained with the target's recipe, and held-out
-    non-members; thresholds are learned on that model's outputs and applied to the
-    target's outputs on the query set.
-
-    Args:
-        alpha: significance level; rho_EMA <= alpha means forgotten (paper: 0.1).
-        metrics: membership metrics to OR (paper: all four).
-        threshold_by: class whose threshold applies: true ``"label"`` (paper) or
-            ``"prediction"`` (reference code).
-        test: ``"welch"`` (default) or ``"student"`` (reference code).
-        calibration_outputs: thresholds from a ``"shadow"`` model trained on the
-            calibration members (paper), or from the ``"target"`` model's outputs on the
-            calibration split (reference code; the member half must then be part of the
-            target's training data).
-        member_fraction: share of the calibration set used as members.
+    Attributes:
+        thresholds: the per-class thresholds of Step 1.
+        alpha: significance level of :func:`ema_decision` (paper: 0.1).
+        test: the Step 2 test, ``"welch"`` or ``"student"``.
+        member_scores: the reference model's membership scores on its calibration
+            members (for the report's figures; not needed to audit).
+        nonmember_scores: the same on the calibration non-members.
     """
 
+    thresholds: EMAThresholds
     alpha: float = 0.1
-    metrics: tuple[str, ...] = PAPER_METRICS
-    threshold_by: ThresholdBy = "label"
     test: TestName = "welch"
-    calibration_outputs: Literal["shadow", "target"] = "shadow"
-    member_fraction: float = 0.5
-    _options: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    member_scores: Scores = field(default_factory=dict, repr=False)
+    nonmember_scores: Scores = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if not 0.0 < self.alpha < 1.0:
             raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
-        if not 0.0 < self.member_fraction < 1.0:
-            raise ValueError(f"member_fraction must be in (0, 1), got {self.member_fraction}")
-        if self.calibration_outputs not in ("shadow", "target"):
-            raise ValueError("calibration_outputs must be 'shadow' or 'target'")
-        self._options = {
-            "alpha": self.alpha,
-            "metrics": list(self.metrics),
-            "threshold_by": self.threshold_by,
-            "test": self.test,
-            "calibration_outputs": self.calibration_outputs,
-            "member_fraction": self.member_fraction,
-        }
+        if self.test not in ("welch", "student"):
+            raise ValueError(f"test must be 'welch' or 'student', got {self.test!r}")
 
-    def audit(
-        self,
-        target: nn.Module,
-        query: LabelledImages,
-        calibration: LabelledImages,
-        *,
-        label: str = "",
-    ) -> AuditResult:
-        """Has ``target`` forgotten ``query``? ``calibration`` must share no sample with it."""
-        self._start(query, calibration)
-        reference, members, nonmembers = self._reference_outputs(calibration, target)
-        result = self.audit_predictions(
-            self._predict(target, query), members, nonmembers, label=label
-        )
-        result.provenance = self._provenance(
-            {"target": target, "calibration_reference": reference},
-            {"query": query, "calibration": calibration},
-            **self._options,
-        )
-        return result
-
-    def calibrate(
-        self, calibration: LabelledImages, target: nn.Module | None = None
-    ) -> EMAThresholds:
-        """Step 1 calibration alone: thresholds to hand to :class:`~monai_forget.metrics.EMAMetric`.
-
-        ``target`` is needed only with ``calibration_outputs="target"``.
-        """
-        check_set_size("calibration", calibration, minimum=4)
-        _, members, nonmembers = self._reference_outputs(calibration, target)
-        return self.fit_thresholds(members, nonmembers)
-
-    def _reference_outputs(
-        self, calibration: LabelledImages, target: nn.Module | None
-    ) -> tuple[nn.Module, Predictions, Predictions]:
-        """Split D_C into members/non-members; the reference model and its outputs on both."""
-        members, nonmembers = calibration.split(self.member_fraction, seed=self.seed)
-        if self.calibration_outputs == "target":
-            if target is None:
-                raise ValueError("calibration_outputs='target' needs the target model")
-            reference = target
-        else:
-            reference = self._train(members)
-        return reference, self._predict(reference, members), self._predict(reference, nonmembers)
-
-    def fit_thresholds(self, members: Predictions, nonmembers: Predictions) -> EMAThresholds:
-        """Step 1 calibration from the reference model's outputs on the calibration split."""
-        return fit_ema_thresholds(
-            members.probs,
-            members.labels,
-            nonmembers.probs,
-            nonmembers.labels,
-            metrics=self.metrics,
-            threshold_by=self.threshold_by,
-        )
-
-    def audit_predictions(
-        self,
-        target: Predictions,
+    @classmethod
+    def from_predictions(
+        cls,
         members: Predictions,
         nonmembers: Predictions,
         *,
-        label: str = "",
-    ) -> AuditResult:
-        """The audit from outputs computed beforehand: the target's on D_Q and the
-        reference model's on the calibration members and non-members."""
-        thresholds = self.fit_thresholds(members, nonmembers)
-        membership = ema_membership(target.probs, target.labels, thresholds)
+        metrics: tuple[str, ...] = PAPER_METRICS,
+        threshold_by: ThresholdBy = "label",
+        alpha: float = 0.1,
+        test: TestName = "welch",
+    ) -> EMAReference:
+        """Step 1 calibration from the reference model's outputs on the calibration
+        members and non-members; each set is scored once."""
+        _check_metrics(metrics)
+        num_classes = members.probs.shape[1]
+        if nonmembers.probs.shape[1] != num_classes:
+            raise ValueError(
+                f"members have {num_classes} classes but non-members "
+                f"{nonmembers.probs.shape[1]}; pass outputs of the same reference model"
+            )
+        member = membership_scores(members.probs, members.labels, metrics)
+        nonmember = membership_scores(nonmembers.probs, nonmembers.labels, metrics)
+        thresholds = _fit_thresholds(
+            member,
+            _classes(members.probs, members.labels, threshold_by),
+            nonmember,
+            _classes(nonmembers.probs, nonmembers.labels, threshold_by),
+            num_classes,
+            threshold_by,
+        )
+        return cls(thresholds, alpha, test, member, nonmember)
+
+    def decide(self, pvalue: float) -> str:
+        """:func:`ema_decision` at this reference's alpha."""
+        return ema_decision(pvalue, self.alpha)
+
+    def audit(self, target: Predictions, *, label: str = "") -> AuditResult:
+        """The audit of the target's outputs on D_Q against these thresholds."""
+        if target.probs.shape[1] != self.thresholds.num_classes:
+            raise ValueError(
+                f"the target outputs {target.probs.shape[1]} classes but the thresholds were "
+                f"learned for {self.thresholds.num_classes}"
+            )
+        query = membership_scores(target.probs, target.labels, self.thresholds.metrics)
+        cls = _classes(target.probs, target.labels, self.thresholds.threshold_by)
+        membership = _membership(query, cls, self.thresholds)
         test = ema_pvalue(membership, self.test)
         pvalue = float(test.pvalue)
-        query_scores = membership_scores(target.probs, target.labels, self.metrics)
-        member_scores = membership_scores(members.probs, members.labels, self.metrics)
-        nonmember_scores = membership_scores(nonmembers.probs, nonmembers.labels, self.metrics)
         return AuditResult(
             method="ema",
-            decision=FORGOTTEN if pvalue <= self.alpha else NOT_FORGOTTEN,
+            decision=self.decide(pvalue),
             statistic_name="rho_EMA",
             statistic=pvalue,
             rule=ema_rule(self.alpha),
@@ -337,19 +327,25 @@ class EMAAuditor(ShadowAuditor):
                 "degrees_of_freedom": float(test.df),
                 "membership_rate": float(membership.mean()),
                 "test": self.test,
-                "thresholds": thresholds.to_dict(),
+                "thresholds": self.thresholds.to_dict(),
             },
-            sizes={
-                "query": len(target.labels),
-                "calibration_members": len(members.labels),
-                "calibration_nonmembers": len(nonmembers.labels),
-            },
+            sizes={"query": len(target)},
             arrays={
                 "membership": membership,
-                **{f"query_{m}": s for m, s in query_scores.items()},
-                **{f"member_{m}": s for m, s in member_scores.items()},
-                **{f"nonmember_{m}": s for m, s in nonmember_scores.items()},
+                **{f"query_{m}": s for m, s in query.items()},
+                **{f"member_{m}": s for m, s in self.member_scores.items()},
+                **{f"nonmember_{m}": s for m, s in self.nonmember_scores.items()},
             },
             label=label,
-            provenance={"options": dict(self._options)},
         )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The thresholds, alpha and test (the calibration scores are not kept)."""
+        return {"thresholds": self.thresholds.to_dict(), "alpha": self.alpha, "test": self.test}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EMAReference:
+        thresholds = data["thresholds"]
+        if not isinstance(thresholds, EMAThresholds):
+            thresholds = EMAThresholds.from_dict(thresholds)
+        return cls(thresholds, float(data.get("alpha", 0.1)), data.get("test", "welch"))

@@ -1,20 +1,30 @@
 """The K-S calibrated ratio of Liu & Tsaftaris, "Have you forgotten? A method to assess
-if machine learning models have forgotten data", MICCAI 2020 (Algorithm 1)."""
+if machine learning models have forgotten data", MICCAI 2020 (Algorithm 1).
+
+What the auditor learns from its shadow models (their ground-truth-class confidences on
+D_Q) is a :class:`KSReference`; the target's outputs on D_Q are then compared with it,
+and :func:`ks_decision` is the paper's rule, the one place it is written.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-from torch import nn
 
-from monai_forget.audit.base import ShadowAuditor
 from monai_forget.audit.result import FORGOTTEN, NOT_FORGOTTEN, AuditResult
-from monai_forget.data import LabelledImages
 from monai_forget.inference import Predictions
 from monai_forget.stats import ks_distance
 
+__all__ = ["KS_RULE", "KSRatio", "KSReference", "ks_calibrated_ratio", "ks_decision"]
+
 KS_RULE = "rho_KS >= 1 means forgotten"
+
+
+def ks_decision(rho: float) -> str:
+    """Liu & Tsaftaris 2020, Sec. 3: rho_KS >= 1 means forgotten, rho_KS < 1 not forgotten."""
+    return FORGOTTEN if rho >= 1.0 else NOT_FORGOTTEN
 
 
 @dataclass(frozen=True)
@@ -27,8 +37,8 @@ class KSRatio:
 
     @property
     def decision(self) -> str:
-        """Liu & Tsaftaris 2020 Sec. 3: rho >= 1 forgotten, rho < 1 not forgotten."""
-        return FORGOTTEN if self.rho >= 1.0 else NOT_FORGOTTEN
+        """The paper's rule applied to ``rho`` (:func:`ks_decision`)."""
+        return ks_decision(self.rho)
 
 
 def ks_calibrated_ratio(
@@ -60,73 +70,60 @@ def ks_calibrated_ratio(
     return KSRatio(rho=ks_qt / ks_qc, ks_query_target=ks_qt, ks_query_calibration=ks_qc)
 
 
-class KSAuditor(ShadowAuditor):
-    """Withdrawal audit with the K-S calibrated ratio (Liu & Tsaftaris 2020, Algorithm 1).
+@dataclass(frozen=True)
+class KSReference:
+    """What the K-S auditor learned from its shadow models, computed once before evaluation.
 
-    Trains a query shadow model on D_Q and a calibration shadow model on D_C with the
-    target's recipe, runs all three models over D_Q, and compares their ground-truth
-    class confidences with :func:`ks_calibrated_ratio`. See ``docs/ks_auditor.md`` for
-    assumptions and failure modes.
+    Attributes:
+        query_confidence: the query shadow model's t[y] on every sample of D_Q.
+        calibration_confidence: the calibration shadow model's t[y] on D_Q.
     """
 
-    def audit(
-        self,
-        target: nn.Module,
-        query: LabelledImages,
-        calibration: LabelledImages,
-        *,
-        label: str = "",
-    ) -> AuditResult:
-        """Has ``target`` forgotten ``query``? ``calibration`` must share no sample with it."""
-        self._start(query, calibration)
-        query_shadow = self._train(query)
-        calibration_shadow = self._train(calibration)
-        result = self.audit_predictions(
-            self._predict(target, query),
-            self._predict(query_shadow, query),
-            self._predict(calibration_shadow, query),
-            label=label,
-        )
-        result.sizes["calibration"] = len(calibration)
-        result.provenance = self._provenance(
-            {
-                "target": target,
-                "query_shadow": query_shadow,
-                "calibration_shadow": calibration_shadow,
-            },
-            {"query": query, "calibration": calibration},
-        )
-        return result
+    query_confidence: np.ndarray
+    calibration_confidence: np.ndarray
 
-    def reference_confidences(
-        self, query: LabelledImages, calibration: LabelledImages
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The shadow models' ground-truth confidences on D_Q: (query shadow, calibration
-        shadow). Computed once before evaluation for the metric and handler."""
-        self._start(query, calibration)
-        return (
-            self._predict(self._train(query), query).confidence,
-            self._predict(self._train(calibration), query).confidence,
-        )
-
-    @staticmethod
-    def audit_predictions(
-        target: Predictions,
-        query_shadow: Predictions,
-        calibration_shadow: Predictions,
-        *,
-        label: str = "",
-    ) -> AuditResult:
-        """The audit from the three models' outputs on D_Q, computed beforehand."""
-        lengths = (len(target), len(query_shadow), len(calibration_shadow))
-        if len(set(lengths)) != 1:
+    def __post_init__(self) -> None:
+        q = np.array(self.query_confidence, dtype=np.float64, copy=True).ravel()
+        c = np.array(self.calibration_confidence, dtype=np.float64, copy=True).ravel()
+        if len(q) != len(c):
             raise ValueError(
-                "the three prediction sets must cover the same query samples; "
-                f"got lengths {lengths}"
+                "the query and calibration shadow confidences must cover the same query "
+                f"samples; got lengths {len(q)} and {len(c)}"
             )
-        ratio = ks_calibrated_ratio(
-            target.confidence, query_shadow.confidence, calibration_shadow.confidence
+        q.flags.writeable = False
+        c.flags.writeable = False
+        object.__setattr__(self, "query_confidence", q)
+        object.__setattr__(self, "calibration_confidence", c)
+
+    @classmethod
+    def from_predictions(
+        cls, query_shadow: Predictions, calibration_shadow: Predictions
+    ) -> KSReference:
+        """From the two shadow models' outputs on D_Q."""
+        if len(query_shadow) != len(calibration_shadow):
+            raise ValueError(
+                "the prediction sets must cover the same query samples; got lengths "
+                f"{(len(query_shadow), len(calibration_shadow))}"
+            )
+        return cls(query_shadow.confidence, calibration_shadow.confidence)
+
+    def __len__(self) -> int:
+        return len(self.query_confidence)
+
+    def ratio(self, target_confidence: np.ndarray) -> KSRatio:
+        """rho_KS of a target whose t[y] on D_Q is ``target_confidence`` (Eq. 4)."""
+        return ks_calibrated_ratio(
+            target_confidence, self.query_confidence, self.calibration_confidence
         )
+
+    def audit(self, target: Predictions, *, label: str = "") -> AuditResult:
+        """The audit of the target's outputs on D_Q against this reference."""
+        if len(target) != len(self):
+            raise ValueError(
+                "the three prediction sets must cover the same query samples; got lengths "
+                f"{(len(target), len(self), len(self))}"
+            )
+        ratio = self.ratio(target.confidence)
         return AuditResult(
             method="ks",
             decision=ratio.decision,
@@ -137,11 +134,21 @@ class KSAuditor(ShadowAuditor):
                 "ks_query_target": ratio.ks_query_target,
                 "ks_query_calibration": ratio.ks_query_calibration,
             },
-            sizes={"query": len(target.labels)},
+            sizes={"query": len(target)},
             arrays={
                 "target_confidence": target.confidence,
-                "query_shadow_confidence": query_shadow.confidence,
-                "calibration_shadow_confidence": calibration_shadow.confidence,
+                "query_shadow_confidence": self.query_confidence,
+                "calibration_shadow_confidence": self.calibration_confidence,
             },
             label=label,
         )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query_confidence": self.query_confidence.tolist(),
+            "calibration_confidence": self.calibration_confidence.tolist(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> KSReference:
+        return cls(data["query_confidence"], data["calibration_confidence"])

@@ -3,55 +3,21 @@
 from __future__ import annotations
 
 import json
-import platform
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from monai_forget.results import Result
 
-from monai_forget.io import atomic_write
+__all__ = ["FORGOTTEN", "NOT_FORGOTTEN", "AuditResult"]
 
 FORGOTTEN = "forgotten"
 NOT_FORGOTTEN = "not forgotten"
 
 
-def package_versions() -> dict[str, str]:
-    """Versions of the packages whose behaviour an audit depends on (for provenance)."""
-    import monai
-    import scipy
-    import torch
-
-    from monai_forget import __version__
-
-    return {
-        "monai-forget": __version__,
-        "monai": monai.__version__,
-        "torch": torch.__version__,
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-        "python": platform.python_version(),
-    }
-
-
-def _plain(value: Any) -> Any:
-    """Turn numpy scalars/arrays (possibly nested) into JSON-friendly Python values."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _plain(value.tolist())
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, float) and not np.isfinite(value):
-        return str(value)  # "inf"/"nan": JSON has no literal for them
-    return value
-
-
 @dataclass
-class AuditResult:
+class AuditResult(Result):
     """What an auditor concluded, with everything needed to check and reproduce it.
 
     Attributes:
@@ -89,12 +55,6 @@ class AuditResult:
         """True when the auditor concluded that the query set has been forgotten."""
         return self.decision == FORGOTTEN
 
-    def to_dict(self) -> dict[str, Any]:
-        return _plain(asdict(self))
-
-    def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
-
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> AuditResult:
         data = dict(data)
@@ -104,12 +64,6 @@ class AuditResult:
     @classmethod
     def from_json(cls, text: str) -> AuditResult:
         return cls.from_dict(json.loads(text))
-
-    def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
-        """Write the result as JSON, atomically; refuses to replace a file unless asked."""
-        with atomic_write(path, "w", overwrite=overwrite) as handle:
-            handle.write(self.to_json())
-        return Path(path)
 
     @classmethod
     def load(cls, path: str | Path) -> AuditResult:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from monai_forget.cli._model import add_model_arguments, load_model_from_args
+from monai_forget import defaults
+from monai_forget.cli.options import add_model_arguments, add_run_arguments, load_model_from_args
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -21,9 +22,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "--out", required=True, help="output folder for result.json and report.html"
     )
     parser.add_argument("--label", default="", help="name of the audited scenario/provider")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--batch-size", type=int, default=256)
+    add_run_arguments(
+        parser, "seed of shadow-model training and of the calibration split", batch_size=True
+    )
     parser.add_argument("--cache-dir", help="cache for shadow models and predictions")
     parser.add_argument("--overwrite", action="store_true", help="replace existing outputs")
 
@@ -35,14 +36,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _common(ks)
     ema = methods.add_parser("ema", help="Ensembled Membership Auditing (Huang et al. 2021)")
     _common(ema)
-    ema.add_argument("--alpha", type=float, default=0.1)
-    ema.add_argument("--threshold-by", choices=("label", "prediction"), default="label")
-    ema.add_argument("--test", choices=("welch", "student"), default="welch")
-    ema.add_argument("--calibration-outputs", choices=("shadow", "target"), default="shadow")
+    ema.add_argument(
+        "--alpha",
+        type=float,
+        default=defaults.EMA_ALPHA,
+        help="significance level: rho_EMA <= alpha means forgotten (default %(default)s)",
+    )
+    ema.add_argument(
+        "--threshold-by",
+        choices=("label", "prediction"),
+        default=defaults.EMA_THRESHOLD_BY,
+        help="class whose threshold applies to a sample: its true label (the paper's) or "
+        "the predicted class (default %(default)s)",
+    )
+    ema.add_argument(
+        "--test",
+        choices=("welch", "student"),
+        default=defaults.EMA_TEST,
+        help="two-sample test of the membership vector against all-ones (default %(default)s)",
+    )
+    ema.add_argument(
+        "--calibration-outputs",
+        choices=("shadow", "target"),
+        default=defaults.EMA_CALIBRATION_OUTPUTS,
+        help="thresholds from a reference model trained on half of D_C (the paper's) or "
+        "from the target itself (default %(default)s)",
+    )
     ema.add_argument(
         "--metrics",
-        default="correctness,confidence,entropy,modified_entropy",
-        help="comma-separated membership metrics",
+        default=",".join(defaults.EMA_METRICS),
+        help="comma-separated membership metrics (default %(default)s)",
     )
     parser.set_defaults(func=run)
 

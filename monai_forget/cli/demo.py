@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from monai_forget.cli.options import add_run_arguments
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -12,9 +14,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Train a 3-provider consortium model on the bundled digits, withdraw "
         "provider C, and audit with the K-S calibrated ratio and EMA.",
     )
-    parser.add_argument("--out", default="monai-forget-demo", help="output folder")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
+    parser.add_argument(
+        "--out", default="monai-forget-demo", help="output folder (default %(default)s)"
+    )
+    add_run_arguments(parser, "seed of the provider split and of every model")
     parser.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     parser.set_defaults(func=run)
 

@@ -15,6 +15,9 @@ import argparse
 import json
 from pathlib import Path
 
+from monai_forget.cli.options import add_run_arguments
+from monai_forget.defaults import FORSAKEN_GENERATOR
+
 DATASETS = ("acdc", "pneumoniamnist", "mnist")
 
 
@@ -68,22 +71,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     leave.add_argument("--withdraw", default="site-1", help="withdrawing provider")
     leave.add_argument("--withdraw-round", type=int, default=7, help="0-based round")
     leave.add_argument("--method", choices=("forsaken", "forcible", "natural"), default="forsaken")
-    leave.add_argument("--iterations", type=int, default=20, help="generator iterations E")
+    leave.add_argument(
+        "--iterations",
+        type=int,
+        default=FORSAKEN_GENERATOR["iterations"],
+        help="generator iterations E (default %(default)s)",
+    )
     leave.add_argument(
         "--drift-weight",
         type=float,
-        default=0.03,
-        help="λ_r, weight of Eq. 4's change-from-original regulariser",
+        default=FORSAKEN_GENERATOR["drift_weight"],
+        help="λ_r, weight of Eq. 4's change-from-original regulariser (default %(default)s)",
     )
     leave.add_argument(
-        "--step-weight", type=float, default=0.0, help="λ_s, weight of Eq. 4's step-length term"
+        "--step-weight",
+        type=float,
+        default=FORSAKEN_GENERATOR["step_weight"],
+        help="λ_s, weight of Eq. 4's step-length term (default %(default)s)",
     )
     leave.add_argument(
         "--remaining", default=None, help="remaining provider to audit (default: the first)"
     )
     sim.add_argument("--out", required=True, help="output folder")
-    sim.add_argument("--seed", type=int, default=0)
-    sim.add_argument("--device", default="cpu")
+    add_run_arguments(sim, "seed of the federation, training, withdrawal and audits")
     sim.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     sim.set_defaults(func=run_simulate)
 

@@ -13,7 +13,13 @@ import json
 import sys
 from pathlib import Path
 
-from monai_forget.cli._model import add_model_arguments, load_model_from_args
+from monai_forget.cli.options import add_model_arguments, add_run_arguments, load_model_from_args
+from monai_forget.defaults import (
+    LEAK_SCAN_ALPHA,
+    LEAK_SCAN_CORRECTIONS,
+    MEMORISATION_PAPER_TEST,
+    MEMORISATION_TESTS,
+)
 
 
 def _value(text: str) -> float | str:
@@ -51,20 +57,22 @@ def _common(parser: argparse.ArgumentParser) -> None:
         default="patch",
         help="random controls: binary patches (the paper's) or random letters",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random controls")
+    add_run_arguments(parser, "seed of the random controls", batch_size=True)
     parser.add_argument(
         "--training-data", help="in-distribution images (warns about probes identical to them)"
     )
     parser.add_argument("--training-split", help="split of a MedMNIST-layout .npz")
-    parser.add_argument("--outputs", choices=("logits", "probs"), default="logits")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument(
+        "--outputs",
+        choices=("logits", "probs"),
+        default="logits",
+        help="what the model returns: logits (a softmax is applied) or probabilities "
+        "(default %(default)s)",
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace existing outputs")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from monai_forget.memorisation.significance import PAPER_TEST, TESTS
-
     parser = subparsers.add_parser(
         "memorisation", help="has a model memorised a unique feature or a patient's name?"
     )
@@ -76,24 +84,39 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     score.add_argument("--text", required=True, help="the feature's text, e.g. a name or 'A'")
     score.add_argument(
         "--test",
-        choices=TESTS,
-        default=PAPER_TEST,
-        help=f"primary one-tailed test (default {PAPER_TEST}, the paper's); all are reported",
+        choices=MEMORISATION_TESTS,
+        default=MEMORISATION_PAPER_TEST,
+        help="primary one-tailed test (default %(default)s, the paper's); all are reported",
     )
-    score.add_argument("--alpha", type=float, default=0.05)
+    score.add_argument(
+        "--alpha",
+        type=float,
+        default=LEAK_SCAN_ALPHA,
+        help="significance level of the one-tailed test (default %(default)s)",
+    )
     score.add_argument("--out", help="write the result as JSON to this file")
     scan = actions.add_parser("scan", help="leak scan over a CSV roster of candidate names")
     _common(scan)
     scan.add_argument("--roster", required=True, help="CSV with a header row, one name per row")
     scan.add_argument("--column", help="roster column holding the names (default 'name')")
-    scan.add_argument("--test", choices=TESTS, default=PAPER_TEST)
+    scan.add_argument(
+        "--test",
+        choices=MEMORISATION_TESTS,
+        default=MEMORISATION_PAPER_TEST,
+        help="one-tailed test of each name's M (default %(default)s, the paper's)",
+    )
     scan.add_argument(
         "--correction",
-        choices=("bh", "bonferroni", "none"),
-        default="bh",
+        choices=LEAK_SCAN_CORRECTIONS,
+        default=LEAK_SCAN_CORRECTIONS[0],
         help="multiple-testing correction (default Benjamini-Hochberg)",
     )
-    scan.add_argument("--alpha", type=float, default=0.05)
+    scan.add_argument(
+        "--alpha",
+        type=float,
+        default=LEAK_SCAN_ALPHA,
+        help="level of the corrected p-values (default %(default)s)",
+    )
     scan.add_argument(
         "--out", required=True, help="output folder for leak_scan.json and leak_scan.html"
     )

@@ -9,13 +9,13 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from monai_forget.data_prep import acdc, acdc_h5, acdc_nifti, covidx, kermany, medmnist, rsna
-from monai_forget.data_prep.datalist import PathStyle, build_datalist, write_datalist
-from monai_forget.data_prep.sites import SiteSpec, parse_provider
-from monai_forget.data_prep.splits import SPLITS, parse_fractions
+from monai_forget.defaults import ACDC_LEVELS, ACDC_NIFTI_FRAMES
 from monai_forget.io import check_writable
+
+if TYPE_CHECKING:  # the data_prep modules import numpy, nibabel, h5py...: only when run
+    from monai_forget.data_prep.sites import SiteSpec
 
 DEFAULT_FRACTIONS = "0.7,0.1,0.2"
 
@@ -63,6 +63,8 @@ def _common(parser: argparse.ArgumentParser, split_default: str, split_keyword: 
 
 
 def _site_spec(args: argparse.Namespace) -> SiteSpec:
+    from monai_forget.data_prep.sites import SiteSpec, parse_provider
+
     return SiteSpec(
         site_map=args.site_map,
         providers=tuple(parse_provider(text) for text in args.provider),
@@ -74,6 +76,8 @@ def _site_spec(args: argparse.Namespace) -> SiteSpec:
 
 def _fractions(args: argparse.Namespace, keyword: str | None) -> tuple[float, float, float] | None:
     """``None`` for the layout's own split keyword, else the parsed fractions."""
+    from monai_forget.data_prep.splits import parse_fractions
+
     if keyword is not None and args.split == keyword:
         return None
     return parse_fractions(args.split)
@@ -100,6 +104,9 @@ def _finish(
     before_write: Callable[[], None] | None = None,
 ) -> int:
     """Build, check and write the datalist; print a one-line summary per split."""
+    from monai_forget.data_prep.datalist import PathStyle, build_datalist, write_datalist
+    from monai_forget.data_prep.splits import SPLITS
+
     datalist = build_datalist(
         samples,
         sites=_site_spec(args),
@@ -129,6 +136,8 @@ def _finish(
 
 
 def _acdc_nifti(args: argparse.Namespace) -> int:
+    from monai_forget.data_prep import acdc, acdc_nifti
+
     check_writable(args.output, args.overwrite)
     samples = acdc_nifti.collect(args.root, frames=args.frames, level=args.level)
     return _finish(
@@ -148,6 +157,8 @@ def _acdc_nifti(args: argparse.Namespace) -> int:
 
 
 def _acdc_h5(args: argparse.Namespace) -> int:
+    from monai_forget.data_prep import acdc, acdc_h5
+
     check_writable(args.output, args.overwrite)
     samples, skipped = acdc_h5.collect(args.root, level=args.level, groups_csv=args.groups)
     if args.split == "release":
@@ -171,6 +182,8 @@ def _acdc_h5(args: argparse.Namespace) -> int:
 
 
 def _medmnist(args: argparse.Namespace) -> int:
+    from monai_forget.data_prep import medmnist
+
     check_writable(args.output, args.overwrite)
     medmnist.check_image_dir(args.image_dir, args.overwrite)
     names = _names(args.label_names) or medmnist.PNEUMONIA_LABELS
@@ -194,6 +207,8 @@ def _medmnist(args: argparse.Namespace) -> int:
 
 
 def _kermany(args: argparse.Namespace) -> int:
+    from monai_forget.data_prep import kermany
+
     check_writable(args.output, args.overwrite)
     samples = kermany.collect(args.root, patient_regex=args.patient_regex)
     return _finish(
@@ -207,6 +222,8 @@ def _kermany(args: argparse.Namespace) -> int:
 
 
 def _covidx(args: argparse.Namespace) -> int:
+    from monai_forget.data_prep import covidx
+
     check_writable(args.output, args.overwrite)
     samples, names = covidx.collect(args.root, label_names=_names(args.label_names))
     return _finish(
@@ -221,6 +238,8 @@ def _covidx(args: argparse.Namespace) -> int:
 
 
 def _rsna(args: argparse.Namespace) -> int:
+    from monai_forget.data_prep import rsna
+
     check_writable(args.output, args.overwrite)
     samples = rsna.collect(args.root)
     return _finish(
@@ -247,13 +266,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("root", type=Path, help="ACDC folder (holding training/ or patientNNN/)")
     p.add_argument(
         "--frames",
-        choices=acdc_nifti.FRAMES,
+        choices=ACDC_NIFTI_FRAMES,
         default="ed-es",
         help="ED/ES frames only, or every frame of the 4D file (default ed-es)",
     )
     p.add_argument(
         "--level",
-        choices=acdc_nifti.LEVELS,
+        choices=ACDC_LEVELS,
         default="slice",
         help="an entry per short-axis slice or per volume (default slice)",
     )
@@ -265,7 +284,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--groups", type=Path, help="groups CSV (default ROOT/groups.csv)")
     p.add_argument(
         "--level",
-        choices=acdc_h5.LEVELS,
+        choices=ACDC_LEVELS,
         default="slice",
         help="an entry per 2D slice or per 3D volume file (default slice)",
     )

@@ -23,8 +23,9 @@ import h5py
 
 from monai_forget.data_prep.acdc import PATIENT_RE, group_label
 from monai_forget.data_prep.tables import read_csv_rows, read_id_list
+from monai_forget.defaults import ACDC_LEVELS
 
-LEVELS = ("slice", "volume")
+LEVELS = ACDC_LEVELS
 H5_KEYS = {"image": "image", "seg": "label"}
 PHASES = {1: "ED", 2: "ES"}  # frame numbering of this release
 SLICE_AXIS = 0  # h5 volumes are (slices, H, W)

@@ -19,9 +19,10 @@ from typing import Any
 import nibabel as nib
 
 from monai_forget.data_prep.acdc import PATIENT_RE, Info, group_label, read_info
+from monai_forget.defaults import ACDC_LEVELS, ACDC_NIFTI_FRAMES
 
-FRAMES = ("ed-es", "all")
-LEVELS = ("slice", "volume")
+FRAMES = ACDC_NIFTI_FRAMES
+LEVELS = ACDC_LEVELS
 SLICE_AXIS = 2  # nibabel arrays are (X, Y, Z[, T]); Z runs along the short axis
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from monai_forget.data import LabelledImages
+from monai_forget.defaults import FORSAKEN_GENERATOR
 from monai_forget.fl.job import FederatedRun, run_federated
 from monai_forget.fl.shadow import FedAvgShadowRecipe
 from monai_forget.fl.spec import FederatedConfig, Withdrawal
@@ -47,7 +48,7 @@ __all__ = [
 
 #: Protocol 1 settings of the federated runs: 20 L-BFGS iterations (5 steps each),
 #: λ_r (change from the original model) 0.03, no separate step-length penalty.
-DEFAULT_GENERATOR: Mapping[str, Any] = {"iterations": 20, "drift_weight": 0.03, "step_weight": 0.0}
+DEFAULT_GENERATOR: Mapping[str, Any] = FORSAKEN_GENERATOR
 
 
 def acdc_federation(

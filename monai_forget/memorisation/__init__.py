@@ -4,9 +4,11 @@ features in neural networks", 2022).
 - :func:`memorisation_score` / :func:`compute_m_score`: the black-box score M (Sec. 2.3,
   Eq. 1) with one-tailed tests (:data:`TESTS`; the paper's is :data:`PAPER_TEST`).
 - :func:`white_box_score`: M_w (Sec. 2.2) for auditors with data and the label.
-- :class:`MemorisationMetric`, :class:`FeatureProbe`, :class:`MemorisationScoreHandler`:
-  M in MONAI evaluators; :class:`MemorisationTracker`: M at each epoch of training
-  (Fig. 3c).
+- :class:`FeatureProbe`: the model on clean, z_u- and z_r-carrying probes in one pass,
+  for MONAI evaluators (the metric and handlers are
+  :class:`monai_forget.metrics.UniqueFeatureMemorisationMetric`,
+  :class:`monai_forget.handlers.UniqueFeatureMemorisation` and
+  :class:`monai_forget.handlers.MemorisationTracker`, M at each epoch, Fig. 3c).
 - :func:`self_influence`, :class:`CheckpointRecorder`: TracInCP self-influence (App. A.5).
 - :func:`leak_scan`, :func:`read_roster`, :func:`write_scan_report`: which names of a
   roster has a model memorised.
@@ -20,7 +22,6 @@ from monai_forget.memorisation.feature import (
     stamp_each,
     warn_if_in_distribution,
 )
-from monai_forget.memorisation.handlers import EpochScore, MemorisationTracker
 from monai_forget.memorisation.leak_scan import (
     CORRECTIONS,
     LeakScanResult,
@@ -28,12 +29,7 @@ from monai_forget.memorisation.leak_scan import (
     leak_scan,
     read_roster,
 )
-from monai_forget.memorisation.metric import (
-    FeatureProbe,
-    MemorisationMetric,
-    MemorisationScoreHandler,
-    compute_memorisation_metric,
-)
+from monai_forget.memorisation.probe import FeatureProbe
 from monai_forget.memorisation.report import write_scan_report
 from monai_forget.memorisation.score import (
     MemorisationScore,
@@ -64,13 +60,9 @@ __all__ = [
     "Checkpoint",
     "CheckpointRecorder",
     "EarlyStoppingTraining",
-    "EpochScore",
     "FeatureProbe",
     "LeakScanResult",
-    "MemorisationMetric",
     "MemorisationScore",
-    "MemorisationScoreHandler",
-    "MemorisationTracker",
     "NameResult",
     "OneTailedResult",
     "RandomFeature",
@@ -78,7 +70,6 @@ __all__ = [
     "UniqueFeature",
     "WhiteBoxScore",
     "compute_m_score",
-    "compute_memorisation_metric",
     "compute_white_box_score",
     "inject_feature",
     "leak_scan",

@@ -26,6 +26,7 @@ import torch
 
 from monai_forget.canary import text_shape, unsupported_characters
 from monai_forget.canary.font import TYPEFACE
+from monai_forget.defaults import LEAK_SCAN_CORRECTIONS
 from monai_forget.memorisation.feature import (
     RandomFeature,
     UniqueFeature,
@@ -34,13 +35,14 @@ from monai_forget.memorisation.feature import (
 )
 from monai_forget.memorisation.score import _predict, compute_m_score, probe_outputs
 from monai_forget.memorisation.significance import PAPER_TEST, TESTS
+from monai_forget.results import Result, package_versions
 from monai_forget.stats import benjamini_hochberg, bonferroni
 
 __all__ = ["CORRECTIONS", "LeakScanResult", "NameResult", "leak_scan", "read_roster"]
 
 #: Multiple-testing corrections: Benjamini-Hochberg (false discovery rate, default),
 #: Bonferroni (family-wise error), or none.
-CORRECTIONS = ("bh", "bonferroni", "none")
+CORRECTIONS = LEAK_SCAN_CORRECTIONS
 Correction = Literal["bh", "bonferroni", "none"]
 
 
@@ -60,7 +62,7 @@ class NameResult:
 
 
 @dataclass(frozen=True)
-class LeakScanResult:
+class LeakScanResult(Result):
     """The ranked scan. Rows are sorted by p-value (ties: larger M first).
 
     Attributes:
@@ -253,7 +255,6 @@ def leak_scan(
     """
     from tqdm.auto import tqdm
 
-    from monai_forget.audit.result import package_versions
     from monai_forget.data import LabelledImages
     from monai_forget.fingerprint import data_fingerprint, model_fingerprint
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import html
-import json
 from pathlib import Path
 
 import matplotlib
@@ -12,9 +10,10 @@ matplotlib.use("Agg")  # reports are written on headless servers
 import matplotlib.pyplot as plt
 import numpy as np
 
-from monai_forget.audit.report import _STYLE, _png
-from monai_forget.io import atomic_write, check_writable
+from monai_forget.io import check_writable
 from monai_forget.memorisation.leak_scan import LeakScanResult
+from monai_forget.reporting import figure_png, render_html, write_html
+from monai_forget.results import to_json, write_json
 
 __all__ = ["render_scan_report", "scan_figure", "write_scan_report"]
 
@@ -49,52 +48,20 @@ def scan_figure(result: LeakScanResult, top: int = 50) -> plt.Figure:
 
 def render_scan_report(result: LeakScanResult, title: str = "Leak scan") -> str:
     """The report as an HTML string."""
-    rows = "".join(
-        f"<tr><td>{r.rank}</td><td>{html.escape(r.name)}</td><td>{r.m:.4g}</td>"
-        f"<td>{r.statistic:.4g}</td><td>{r.pvalue:.3g}</td><td>{r.pvalue_adjusted:.3g}</td>"
-        + (
-            '<td class="not-forgotten">memorised</td>'
-            if r.significant
-            else '<td class="forgotten">no evidence</td>'
-        )
-        + "</tr>"
-        for r in result.rows
-    )
     sig = result.significant_names()
     verdict = (
-        f"{len(sig)} of {len(result.rows)} names are significantly memorised: "
-        + ", ".join(html.escape(s) for s in sig)
+        f"{len(sig)} of {len(result.rows)} names are significantly memorised: " + ", ".join(sig)
         if sig
         else f"none of the {len(result.rows)} names is significantly memorised"
     )
-    settings = "".join(
-        f"<tr><th>{html.escape(str(k))}</th><td><code>{html.escape(str(v))}</code></td></tr>"
-        for k, v in result.settings.items()
+    return render_html(
+        "leak_scan.html",
+        title=title,
+        result=result,
+        verdict=verdict,
+        png=figure_png(scan_figure(result)),
+        provenance=to_json(result.provenance),
     )
-    provenance = html.escape(json.dumps(result.provenance, indent=1))
-    return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-        f"<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>"
-        f"<p>{verdict} ({result.test} one-tailed test of mean d_u &gt; mean d_r, "
-        f"{result.correction} correction over {len(result.rows)} names, alpha "
-        f"{result.alpha}; Hartley &amp; Tsaftaris 2022, Eq. 1).</p>"
-        f'<img alt="M per name" src="data:image/png;base64,{_png(scan_figure(result))}">'
-        "<table><tr><th>rank</th><th>name</th><th>M (nats)</th><th>statistic</th>"
-        f"<th>p</th><th>adjusted p</th><th>verdict</th></tr>{rows}</table>"
-        f"<h2>Settings</h2><table>{settings}<tr><th>probes</th><td>{result.n_probes}</td></tr>"
-        "</table><p>M &gt; 0 with a small adjusted p: the model reacts to the name more than "
-        "to random patterns of the same size on images it never saw, the signature of a "
-        "name memorised from a training image. Assumes out-of-distribution probes and the "
-        "right typeface and position.</p>"
-        f"<details><summary>provenance</summary><pre>{provenance}</pre></details>"
-        "</body></html>"
-    )
-
-
-def _json_default(value: object) -> object:
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(f"cannot serialise {type(value).__name__}")
 
 
 def write_scan_report(
@@ -120,10 +87,7 @@ def write_scan_report(
         raise ValueError(f"{out} is a file; pass a folder for the scan outputs")
     json_path = check_writable(out / JSON_NAME, overwrite)
     html_path = check_writable(out / HTML_NAME, overwrite)
-    text = json.dumps(result.to_dict(), indent=2, default=_json_default)
     page = render_scan_report(result, title)
-    with atomic_write(json_path, "w", overwrite=overwrite) as handle:
-        handle.write(text)
-    with atomic_write(html_path, "w", overwrite=overwrite) as handle:
-        handle.write(page)
+    write_json(json_path, result.to_dict(), overwrite=overwrite)
+    write_html(html_path, page, overwrite=overwrite)
     return json_path, html_path

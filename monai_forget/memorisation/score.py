@@ -42,6 +42,7 @@ from monai_forget.memorisation.significance import (
     OneTailedResult,
     one_tailed_test,
 )
+from monai_forget.results import Result
 from monai_forget.scores import check_probabilities
 from monai_forget.stats import kl_divergence
 
@@ -56,7 +57,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class MemorisationScore:
+class MemorisationScore(Result):
     """M (Eq. 1 of Hartley & Tsaftaris 2022) and its one-tailed tests.
 
     Attributes:

@@ -26,14 +26,15 @@ from typing import NamedTuple
 import numpy as np
 import scipy.stats
 
+from monai_forget.defaults import MEMORISATION_PAPER_TEST, MEMORISATION_TESTS
 from monai_forget.stats import student_ttest, welch_ttest
 
 __all__ = ["PAPER_TEST", "TESTS", "OneTailedResult", "one_tailed_test", "paired_ttest"]
 
 #: Every test offered, by name.
-TESTS: tuple[str, ...] = ("student", "welch", "paired", "wilcoxon")
+TESTS: tuple[str, ...] = MEMORISATION_TESTS
 #: The test used by Hartley & Tsaftaris (2022), Sec. 2.3.
-PAPER_TEST = "student"
+PAPER_TEST = MEMORISATION_PAPER_TEST
 
 
 class OneTailedResult(NamedTuple):

@@ -21,6 +21,7 @@ import torch
 
 from monai_forget.memorisation.feature import RandomFeature, UniqueFeature
 from monai_forget.memorisation.significance import OneTailedResult, paired_ttest
+from monai_forget.results import Result
 from monai_forget.scores import check_probabilities
 
 __all__ = ["WhiteBoxScore", "compute_white_box_score", "white_box_score"]
@@ -31,7 +32,7 @@ _TINY = np.finfo(np.float64).tiny
 
 
 @dataclass(frozen=True)
-class WhiteBoxScore:
+class WhiteBoxScore(Result):
     """M_w and its per-sample terms.
 
     Attributes:
@@ -57,6 +58,12 @@ class WhiteBoxScore:
             "statistic": self.test.statistic,
             "pvalue": self.test.pvalue,
         }
+
+    def summary(self) -> str:
+        return (
+            f"M_w = {self.m_w:.6g} nats over {self.n} training images of class {self.label} "
+            f"(one-tailed paired t = {self.test.statistic:.4g}, p = {self.test.pvalue:.4g})"
+        )
 
 
 def compute_white_box_score(

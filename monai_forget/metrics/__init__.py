@@ -1,11 +1,19 @@
-"""MONAI metrics for the withdrawal auditors, each with a functional twin."""
+"""MONAI metrics for every auditor, each with a functional twin (MONAI's naming: the
+``XMetric`` class, the ``compute_x`` function, the ``X`` handler in
+:mod:`monai_forget.handlers`)."""
 
-from monai_forget.metrics.ema import EMAMetric, compute_ema_pvalue
+from monai_forget.metrics.ema import EMAPValueMetric, compute_ema_pvalue
 from monai_forget.metrics.ks import KSCalibratedRatioMetric, compute_ks_calibrated_ratio
+from monai_forget.metrics.memorisation import (
+    UniqueFeatureMemorisationMetric,
+    compute_unique_feature_memorisation,
+)
 
 __all__ = [
-    "EMAMetric",
+    "EMAPValueMetric",
     "KSCalibratedRatioMetric",
+    "UniqueFeatureMemorisationMetric",
     "compute_ema_pvalue",
     "compute_ks_calibrated_ratio",
+    "compute_unique_feature_memorisation",
 ]

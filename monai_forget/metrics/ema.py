@@ -8,9 +8,12 @@ import numpy as np
 import torch
 from monai.metrics import CumulativeIterationMetric
 
-from monai_forget.audit.ema import EMAThresholds, TestName, ema_membership, ema_pvalue
-from monai_forget.metrics._buffer import BatchBuffered
-from monai_forget.metrics._labels import to_probs_and_labels
+from monai_forget.audit.ema import EMAReference, EMAThresholds, TestName
+from monai_forget.inference import Predictions
+from monai_forget.metrics.buffer import BatchBuffered
+from monai_forget.metrics.labels import to_probs_and_labels
+
+__all__ = ["EMAPValueMetric", "compute_ema_pvalue"]
 
 
 def compute_ema_pvalue(
@@ -27,14 +30,19 @@ def compute_ema_pvalue(
         y_pred: the target's probabilities (or logits with ``from_logits``) on D_Q.
         y: ground-truth classes, ``(N,)``, ``(N, 1)`` or one-hot ``(N, K)``.
         thresholds: per-class thresholds learned beforehand on calibration data
-            (:meth:`monai_forget.audit.EMAAuditor.calibrate`).
+            (:meth:`monai_forget.audit.EMAAuditor.fit_reference`).
         test: ``"welch"`` (default) or ``"student"``.
     """
+    reference = EMAReference(thresholds, test=test)
+    return _pvalue(reference, y_pred, y, from_logits)
+
+
+def _pvalue(reference: EMAReference, y_pred: Any, y: Any, from_logits: bool) -> float:
     probs, labels = to_probs_and_labels(y_pred, y, from_logits=from_logits)
-    return float(ema_pvalue(ema_membership(probs, labels, thresholds), test).pvalue)
+    return reference.audit(Predictions(probs, labels)).statistic
 
 
-class EMAMetric(BatchBuffered, CumulativeIterationMetric):
+class EMAPValueMetric(BatchBuffered, CumulativeIterationMetric):
     """Accumulates the target's outputs over an evaluation of D_Q and returns rho_EMA.
 
     Args:
@@ -50,11 +58,12 @@ class EMAMetric(BatchBuffered, CumulativeIterationMetric):
         from_logits: bool = False,
     ) -> None:
         super().__init__()
-        if isinstance(thresholds, dict):
-            thresholds = EMAThresholds.from_dict(thresholds)
-        self.thresholds = thresholds
-        self.test = test
+        self.reference = EMAReference.from_dict({"thresholds": thresholds, "test": test})
         self.from_logits = from_logits
+
+    @property
+    def thresholds(self) -> EMAThresholds:
+        return self.reference.thresholds
 
     def _compute_tensor(self, y_pred: torch.Tensor, y: torch.Tensor | None = None, **kwargs: Any):  # type: ignore[override]
         if y is None:
@@ -63,6 +72,4 @@ class EMAMetric(BatchBuffered, CumulativeIterationMetric):
 
     def aggregate(self) -> float:  # type: ignore[override]
         y_pred, y = self.get_buffer()
-        return compute_ema_pvalue(
-            y_pred, y, self.thresholds, test=self.test, from_logits=self.from_logits
-        )
+        return _pvalue(self.reference, y_pred, y, self.from_logits)

@@ -8,10 +8,12 @@ import numpy as np
 import torch
 from monai.metrics import CumulativeIterationMetric
 
-from monai_forget.audit.ks import KSRatio, ks_calibrated_ratio
-from monai_forget.metrics._buffer import BatchBuffered
-from monai_forget.metrics._labels import to_probs_and_labels
+from monai_forget.audit.ks import KSRatio, KSReference
+from monai_forget.metrics.buffer import BatchBuffered
+from monai_forget.metrics.labels import to_probs_and_labels
 from monai_forget.scores import confidence
+
+__all__ = ["KSCalibratedRatioMetric", "compute_ks_calibrated_ratio"]
 
 
 def compute_ks_calibrated_ratio(
@@ -32,15 +34,16 @@ def compute_ks_calibrated_ratio(
         calibration_confidence: the calibration shadow model's t[y] on D_Q.
     """
     probs, labels = to_probs_and_labels(y_pred, y, from_logits=from_logits)
-    return ks_calibrated_ratio(confidence(probs, labels), query_confidence, calibration_confidence)
+    reference = KSReference(query_confidence, calibration_confidence)
+    return reference.ratio(confidence(probs, labels))
 
 
 class KSCalibratedRatioMetric(BatchBuffered, CumulativeIterationMetric):
     """Accumulates the target's outputs over an evaluation of D_Q and returns rho_KS.
 
     The shadow models' confidences on D_Q are reference outputs computed beforehand
-    (:meth:`monai_forget.audit.KSAuditor.reference_confidences`); only the target runs
-    during evaluation. ``aggregate`` returns rho and keeps the full :class:`KSRatio` in
+    (:meth:`monai_forget.audit.KSAuditor.fit_reference`); only the target runs during
+    evaluation. ``aggregate`` returns rho and keeps the full :class:`KSRatio` in
     ``last_ratio``.
 
     Args:
@@ -56,8 +59,7 @@ class KSCalibratedRatioMetric(BatchBuffered, CumulativeIterationMetric):
         from_logits: bool = False,
     ) -> None:
         super().__init__()
-        self.query_confidence = np.asarray(query_confidence, dtype=np.float64)
-        self.calibration_confidence = np.asarray(calibration_confidence, dtype=np.float64)
+        self.reference = KSReference(query_confidence, calibration_confidence)
         self.from_logits = from_logits
         self.last_ratio: KSRatio | None = None
 
@@ -68,11 +70,6 @@ class KSCalibratedRatioMetric(BatchBuffered, CumulativeIterationMetric):
 
     def aggregate(self) -> float:  # type: ignore[override]
         y_pred, y = self.get_buffer()
-        self.last_ratio = compute_ks_calibrated_ratio(
-            y_pred,
-            y,
-            self.query_confidence,
-            self.calibration_confidence,
-            from_logits=self.from_logits,
-        )
+        probs, labels = to_probs_and_labels(y_pred, y, from_logits=self.from_logits)
+        self.last_ratio = self.reference.ratio(confidence(probs, labels))
         return self.last_ratio.rho

@@ -1,4 +1,4 @@
-"""The dummy-gradient generator (Protocol 1, DummyG) of Liu et al. 2020.
+"""Forsaken's dummy-gradient generator (Protocol 1, DummyG) of Liu et al. 2020.
 
 Liu, Ma, Liu & Ma, "Learn to Forget: User-Level Memorization Elimination in Federated
 Learning" (arXiv:2003.10933, 2020). A user who withdraws holds its elimination set
@@ -214,7 +214,7 @@ class DummyGradientResult:
 
 @dataclass
 class DummyGradientGenerator:
-    """Protocol 1 (DummyG) of Liu et al. 2020: a dummy gradient that makes a model forget.
+    """Forsaken (Liu et al. 2020), Protocol 1 (DummyG): a dummy gradient that makes a model forget.
 
     Args:
         lr: The SGD learning rate ``η`` of Protocol 1 (the step is ``η / |D_e|`` times

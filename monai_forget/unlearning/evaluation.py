@@ -23,15 +23,16 @@ import torch
 from torch import nn
 
 from monai_forget.audit import AuditResult, EMAAuditor, KSAuditor
-from monai_forget.data import DataOverlapError, LabelledImages, check_disjoint
+from monai_forget.data import LabelledImages
 from monai_forget.inference import predict
+from monai_forget.results import Result
 from monai_forget.shadow import Recipe
 from monai_forget.unlearning.forgetting import forgetting_degree
 from monai_forget.unlearning.oracle import MembershipOracle
 from monai_forget.unlearning.rate import ForgettingRate, forgetting_rate
 from monai_forget.unlearning.scenario import Federation
 
-__all__ = ["WithdrawalEvaluation", "accuracy", "ema_audit_with_split", "evaluate_withdrawal"]
+__all__ = ["WithdrawalEvaluation", "accuracy", "evaluate_withdrawal"]
 
 AUDITORS = {"ks": KSAuditor, "ema": EMAAuditor}
 
@@ -43,7 +44,7 @@ def accuracy(model: nn.Module, data: LabelledImages, device: str | torch.device 
 
 
 @dataclass
-class WithdrawalEvaluation:
+class WithdrawalEvaluation(Result):
     """Everything measured about one withdrawal.
 
     Attributes:
@@ -81,6 +82,15 @@ class WithdrawalEvaluation:
             "degree": self.degree,
             "seconds": self.seconds,
         }
+
+    def summary(self) -> str:
+        lines = [f"{self.label}: forgetting rate {self.rate.summary()}"]
+        lines += [
+            f"  {stage} withdrawal, provider {site}, {method.upper()}: {r.statistic_name} = "
+            f"{r.statistic:.4g} -> {r.decision}"
+            for (stage, site, method), r in self.audits.items()
+        ]
+        return "\n".join(lines)
 
 
 def evaluate_withdrawal(
@@ -143,54 +153,10 @@ def evaluate_withdrawal(
         for name in auditors:
             auditor = AUDITORS[name](**options)
             text = f"{label}: {stage} withdrawal, provider {site}"
-            split = federation.calibration_split.get(site)
-            if name == "ema" and split is not None:
-                audit = ema_audit_with_split(auditor, model, federation.clients[site], split, text)
-            else:
-                audit = auditor.audit(
-                    model, federation.clients[site], federation.calibration[site], label=text
-                )
-            result.audits[(stage, site, name)] = audit
-    return result
-
-
-def ema_audit_with_split(
-    auditor: EMAAuditor,
-    target: nn.Module,
-    query: LabelledImages,
-    split: tuple[LabelledImages, LabelledImages],
-    label: str = "",
-) -> AuditResult:
-    """EMA (Huang et al. 2021) with its calibration member / non-member split given.
-
-    :meth:`EMAAuditor.audit` splits the calibration set at random. With correlated
-    samples (the slices of one patient) that puts slices of the reference model's own
-    training patients among its "non-members", and the thresholds it learns no longer
-    separate members from unseen patients. Here the reference model trains on
-    ``split[0]`` and the thresholds are fitted on its outputs on ``split[0]`` (members)
-    and ``split[1]`` (non-members), split by patient by the caller.
-    """
-    members, nonmembers = split
-    try:
-        check_disjoint(members, nonmembers)
-    except DataOverlapError as err:
-        raise ValueError(
-            f"the calibration split's members and non-members share samples ({err}); split "
-            "the calibration set into disjoint parts (by patient)"
-        ) from err
-    calibration = members.concat(nonmembers)
-    auditor._start(query, calibration)
-    reference = target if auditor.calibration_outputs == "target" else auditor._train(members)
-    result = auditor.audit_predictions(
-        auditor._predict(target, query),
-        auditor._predict(reference, members),
-        auditor._predict(reference, nonmembers),
-        label=label,
-    )
-    result.provenance = auditor._provenance(
-        {"target": target, "calibration_reference": reference},
-        {"query": query, "calibration": calibration},
-        **auditor._options,
-        calibration_split="given (by patient)",
-    )
+            # EMA takes the federation's calibration split (by patient) when it has one.
+            split = federation.calibration_split.get(site) if name == "ema" else None
+            calibration = split if split is not None else federation.calibration[site]
+            result.audits[(stage, site, name)] = auditor.audit(
+                model, federation.clients[site], calibration, label=text
+            )
     return result

@@ -27,11 +27,13 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from monai_forget.results import Result
+
 __all__ = ["ForgettingRate", "forgetting_rate", "forgetting_rate_from_counts"]
 
 
 @dataclass(frozen=True)
-class ForgettingRate:
+class ForgettingRate(Result):
     """Table I counts of Liu et al. 2020 and the rates computed from them.
 
     Attributes:

@@ -1,4 +1,8 @@
-"""Memorisation during training: M at every epoch end (Hartley & Tsaftaris 2022, Fig. 3c).
+"""Ignite handlers for unique-feature memorisation (Hartley & Tsaftaris 2022, Eq. 1).
+
+- :class:`UniqueFeatureMemorisation`: M over an evaluation of
+  :class:`~monai_forget.memorisation.FeatureProbe` outputs (a MONAI metric handler).
+- :class:`MemorisationTracker`: M at every epoch end of training (Fig. 3c).
 
 The paper's Figure 3c follows M over the epochs of training and finds that memorisation
 of a unique feature begins early, long before the validation loss stops improving.
@@ -11,17 +15,48 @@ across epochs), stores it in ``engine.state.metrics`` and logs it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+from monai.handlers import IgniteMetricHandler
+from monai.handlers.utils import from_engine
 
 from monai_forget.memorisation.feature import RandomFeature, UniqueFeature, as_probe_images
 from monai_forget.memorisation.score import MemorisationScore, memorisation_score
 from monai_forget.memorisation.significance import PAPER_TEST
+from monai_forget.metrics.memorisation import UniqueFeatureMemorisationMetric
 
-__all__ = ["EpochScore", "MemorisationTracker"]
+__all__ = ["EpochScore", "MemorisationTracker", "UniqueFeatureMemorisation"]
+
+_DEFAULT_OUTPUT = from_engine(["pred", "label"])
+
+
+class UniqueFeatureMemorisation(IgniteMetricHandler):
+    """Ignite handler computing M over an evaluation of ``FeatureProbe`` outputs.
+
+    The M value lands in ``engine.state.metrics`` under the name it is attached with;
+    ``handler.metric_fn.last_score`` holds the tests.
+
+    Args:
+        from_logits: the evaluator's ``pred`` holds logits (FeatureProbe's default).
+        test: primary one-tailed test (default the paper's Student t-test).
+        output_transform: extracts ``(y_pred, y)`` from ``engine.state.output``.
+        save_details: store the per-probe (d_u, d_r) buffer in ``engine.state.metric_details``.
+    """
+
+    def __init__(
+        self,
+        from_logits: bool = True,
+        test: str = PAPER_TEST,
+        output_transform: Callable = _DEFAULT_OUTPUT,
+        save_details: bool = False,
+    ) -> None:
+        metric = UniqueFeatureMemorisationMetric(from_logits=from_logits, test=test)
+        super().__init__(
+            metric_fn=metric, output_transform=output_transform, save_details=save_details
+        )
 
 
 @dataclass(frozen=True)

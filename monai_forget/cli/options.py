@@ -1,10 +1,15 @@
-"""The model options sub-commands share: ``--model``, ``--network``, ``--network-args``."""
+"""Options several sub-commands share: the model file, seed, device and overwrite.
+
+Nothing heavy is imported here: the parser must build without torch or MONAI.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 from typing import TYPE_CHECKING
+
+from monai_forget.defaults import BATCH_SIZE, DEVICE, SEED
 
 if TYPE_CHECKING:  # torch is imported only when a command runs
     from torch import nn
@@ -15,6 +20,25 @@ def add_model_arguments(parser: argparse.ArgumentParser, role: str) -> None:
     parser.add_argument("--model", required=True, help=f"{role} model: TorchScript or state dict")
     parser.add_argument("--network", help="registry name of the architecture (state dicts)")
     parser.add_argument("--network-args", default="{}", help="JSON keyword arguments of --network")
+
+
+def add_run_arguments(
+    parser: argparse.ArgumentParser, seed_help: str, *, batch_size: bool = False
+) -> None:
+    """Add ``--seed``, ``--device`` (and ``--batch-size``) with their help and defaults."""
+    parser.add_argument("--seed", type=int, default=SEED, help=f"{seed_help} (default %(default)s)")
+    parser.add_argument(
+        "--device",
+        default=DEVICE,
+        help="torch device for training and inference, e.g. cpu or cuda:0 (default %(default)s)",
+    )
+    if batch_size:
+        parser.add_argument(
+            "--batch-size",
+            type=int,
+            default=BATCH_SIZE,
+            help="samples per forward pass (default %(default)s)",
+        )
 
 
 def load_model_from_args(args: argparse.Namespace) -> nn.Module:

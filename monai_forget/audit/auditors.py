@@ -1,0 +1,315 @@
+"""The withdrawal auditors: they train reference (shadow) models with the target's recipe
+on data the auditor controls, learn a reference from them, and audit the target.
+
+Each auditor offers:
+
+- ``fit_reference(...)``: what it learns before any target is seen (a
+  :class:`~monai_forget.audit.ks.KSReference` or
+  :class:`~monai_forget.audit.ema.EMAReference`); the evaluation-time metrics,
+  handlers and the bundles' ``reference.json`` are built from it;
+- ``audit(target, query, calibration)``: the whole flow, with provenance;
+- ``audit_predictions(...)``: the audit from model outputs computed elsewhere.
+
+A calibration set may be given whole, or as a ``(members, non-members)`` pair when its
+samples are correlated within groups (the slices of one patient) and must be split by
+group rather than at random.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from torch import nn
+
+from monai_forget.audit.ema import PAPER_METRICS, EMAReference, TestName, ThresholdBy
+from monai_forget.audit.ks import KSReference
+from monai_forget.audit.result import AuditResult
+from monai_forget.data import DataOverlapError, LabelledImages, check_disjoint
+from monai_forget.fingerprint import data_fingerprint, model_fingerprint
+from monai_forget.inference import Predictions, predict
+from monai_forget.results import package_versions
+from monai_forget.shadow import Recipe, ShadowTrainer
+
+__all__ = ["Calibration", "EMAAuditor", "KSAuditor", "ShadowAuditor", "check_set_size"]
+
+#: A calibration set D_C, or its (members, non-members) split given by the caller.
+Calibration = LabelledImages | tuple[LabelledImages, LabelledImages]
+
+
+def check_set_size(name: str, data: LabelledImages, minimum: int = 2) -> None:
+    """Refuse sets too small for a two-sample statistic."""
+    if len(data) < minimum:
+        raise ValueError(
+            f"the {name} set has {len(data)} sample(s); an audit needs at least {minimum}: "
+            f"add samples to the {name} set"
+        )
+
+
+def _check_split(members: LabelledImages, nonmembers: LabelledImages) -> LabelledImages:
+    """The union of a given calibration split, refused when its parts share samples."""
+    try:
+        check_disjoint(members, nonmembers)
+    except DataOverlapError as err:
+        raise ValueError(
+            f"the calibration split's members and non-members share samples ({err}); split "
+            "the calibration set into disjoint parts (by patient)"
+        ) from err
+    return members.concat(nonmembers)
+
+
+def _whole(calibration: Calibration) -> LabelledImages:
+    return _check_split(*calibration) if isinstance(calibration, tuple) else calibration
+
+
+@dataclass
+class ShadowAuditor:
+    """Common configuration of auditors that train shadow models from a recipe.
+
+    Args:
+        recipe: the target's training design ("the same design", Liu & Tsaftaris 2020).
+        seed: seeds shadow training and any random split of the calibration set.
+        device: where shadow models train and every model runs.
+        cache_dir: cache for shadow weights and predictions (``None``: no cache).
+        batch_size: inference batch size.
+        progress: show progress bars during inference.
+
+    Attributes:
+        reference_: what the last ``fit_reference`` or ``audit`` learned (scikit-learn's
+            convention for fitted state), for the evaluation-time metrics.
+    """
+
+    recipe: Recipe | None = None
+    seed: int = 0
+    device: str | torch.device = "cpu"
+    cache_dir: str | Path | None = None
+    batch_size: int = 256
+    progress: bool = False
+    reference_: Any = field(default=None, init=False, repr=False, compare=False)
+
+    def _start(self, query: LabelledImages, calibration: LabelledImages) -> None:
+        check_set_size("query", query)
+        check_set_size("calibration", calibration)
+        check_disjoint(query, calibration)
+
+    def _train(self, data: LabelledImages) -> nn.Module:
+        if self.recipe is None:
+            raise ValueError(
+                "this audit trains shadow models: pass recipe=... (the target's design)"
+            )
+        trainer = ShadowTrainer(self.recipe, device=self.device, cache_dir=self.cache_dir)
+        return trainer.train(data, seed=self.seed)
+
+    def _predict(self, model: nn.Module, data: LabelledImages) -> Predictions:
+        return predict(
+            model,
+            data,
+            batch_size=self.batch_size,
+            device=self.device,
+            cache_dir=self.cache_dir,
+            progress=self.progress,
+        )
+
+    def _options(self) -> dict[str, Any]:
+        """The auditor's own settings (beyond the shared ones) for provenance."""
+        shared = {f.name for f in fields(ShadowAuditor)}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in shared}
+
+    def _provenance(
+        self, models: dict[str, nn.Module], data: dict[str, LabelledImages], **extra: Any
+    ) -> dict[str, Any]:
+        return {
+            "models": {name: model_fingerprint(m) for name, m in models.items()},
+            "data": {name: data_fingerprint(d) for name, d in data.items()},
+            "recipe": None if self.recipe is None else self.recipe.name,
+            "seed": self.seed,
+            "options": {**self._options(), **extra},
+            "versions": package_versions(),
+        }
+
+
+class KSAuditor(ShadowAuditor):
+    """Withdrawal audit with the K-S calibrated ratio (Liu & Tsaftaris 2020, Algorithm 1).
+
+    Trains a query shadow model on D_Q and a calibration shadow model on D_C with the
+    target's recipe, runs both over D_Q (the :class:`KSReference`), then compares the
+    target's ground-truth class confidences on D_Q with theirs. See
+    ``docs/ks_auditor.md`` for assumptions and failure modes.
+    """
+
+    def _fit(
+        self, query: LabelledImages, calibration: LabelledImages
+    ) -> tuple[KSReference, dict[str, nn.Module]]:
+        self._start(query, calibration)
+        shadows = {
+            "query_shadow": self._train(query),
+            "calibration_shadow": self._train(calibration),
+        }
+        self.reference_ = KSReference.from_predictions(
+            self._predict(shadows["query_shadow"], query),
+            self._predict(shadows["calibration_shadow"], query),
+        )
+        return self.reference_, shadows
+
+    def fit_reference(self, query: LabelledImages, calibration: Calibration) -> KSReference:
+        """The shadow models' confidences on D_Q, for evaluation-time metrics and handlers."""
+        return self._fit(query, _whole(calibration))[0]
+
+    def audit(
+        self,
+        target: nn.Module,
+        query: LabelledImages,
+        calibration: Calibration,
+        *,
+        label: str = "",
+    ) -> AuditResult:
+        """Has ``target`` forgotten ``query``? ``calibration`` must share no sample with it."""
+        calibration = _whole(calibration)
+        reference, shadows = self._fit(query, calibration)
+        result = reference.audit(self._predict(target, query), label=label)
+        result.sizes["calibration"] = len(calibration)
+        result.provenance = self._provenance(
+            {"target": target, **shadows}, {"query": query, "calibration": calibration}
+        )
+        return result
+
+    @staticmethod
+    def audit_predictions(
+        target: Predictions,
+        query_shadow: Predictions,
+        calibration_shadow: Predictions,
+        *,
+        label: str = "",
+    ) -> AuditResult:
+        """The audit from the three models' outputs on D_Q, computed beforehand."""
+        reference = KSReference.from_predictions(query_shadow, calibration_shadow)
+        return reference.audit(target, label=label)
+
+
+@dataclass
+class EMAAuditor(ShadowAuditor):
+    """Withdrawal audit with Ensembled Membership Auditing (Huang, Li & Li 2021).
+
+    The calibration set is split (seeded, stratified; or as given) into members, on
+    which a reference model is trained with the target's recipe, and held-out
+    non-members; thresholds are learned on that model's outputs (the
+    :class:`EMAReference`) and applied to the target's outputs on the query set.
+
+    Args:
+        alpha: significance level; rho_EMA <= alpha means forgotten (paper: 0.1).
+        metrics: membership metrics to OR (paper: all four).
+        threshold_by: class whose threshold applies: true ``"label"`` (paper) or
+            ``"prediction"`` (reference code).
+        test: ``"welch"`` (default) or ``"student"`` (reference code).
+        calibration_outputs: thresholds from a ``"shadow"`` model trained on the
+            calibration members (paper), or from the ``"target"`` model's outputs on the
+            calibration split (reference code; the member half must then be part of the
+            target's training data).
+        member_fraction: share of the calibration set used as members (random split).
+    """
+
+    alpha: float = 0.1
+    metrics: tuple[str, ...] = PAPER_METRICS
+    threshold_by: ThresholdBy = "label"
+    test: TestName = "welch"
+    calibration_outputs: Literal["shadow", "target"] = "shadow"
+    member_fraction: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.alpha < 1.0:
+            raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
+        if not 0.0 < self.member_fraction < 1.0:
+            raise ValueError(f"member_fraction must be in (0, 1), got {self.member_fraction}")
+        if self.calibration_outputs not in ("shadow", "target"):
+            raise ValueError("calibration_outputs must be 'shadow' or 'target'")
+
+    def _split(self, calibration: Calibration) -> tuple[LabelledImages, LabelledImages]:
+        if isinstance(calibration, tuple):
+            _check_split(*calibration)
+            return calibration
+        check_set_size("calibration", calibration, minimum=4)
+        return calibration.split(self.member_fraction, seed=self.seed)
+
+    def _fit(
+        self, calibration: Calibration, target: nn.Module | None
+    ) -> tuple[EMAReference, nn.Module, tuple[int, int]]:
+        members, nonmembers = self._split(calibration)
+        if self.calibration_outputs == "target":
+            if target is None:
+                raise ValueError("calibration_outputs='target' needs the target model")
+            model = target
+        else:
+            model = self._train(members)
+        self.reference_ = self.reference_from_predictions(
+            self._predict(model, members), self._predict(model, nonmembers)
+        )
+        return self.reference_, model, (len(members), len(nonmembers))
+
+    def fit_reference(
+        self, calibration: Calibration, target: nn.Module | None = None
+    ) -> EMAReference:
+        """Step 1 calibration alone: the thresholds the evaluation-time metrics apply.
+
+        ``target`` is needed only with ``calibration_outputs="target"``.
+        """
+        return self._fit(calibration, target)[0]
+
+    def reference_from_predictions(
+        self, members: Predictions, nonmembers: Predictions
+    ) -> EMAReference:
+        """Step 1 from the reference model's outputs on the calibration split."""
+        return EMAReference.from_predictions(
+            members,
+            nonmembers,
+            metrics=self.metrics,
+            threshold_by=self.threshold_by,
+            alpha=self.alpha,
+            test=self.test,
+        )
+
+    def audit(
+        self,
+        target: nn.Module,
+        query: LabelledImages,
+        calibration: Calibration,
+        *,
+        label: str = "",
+    ) -> AuditResult:
+        """Has ``target`` forgotten ``query``? ``calibration`` must share no sample with it."""
+        whole = _whole(calibration)
+        self._start(query, whole)
+        reference, model, split_sizes = self._fit(calibration, target)
+        result = _with_split_sizes(
+            reference.audit(self._predict(target, query), label=label), *split_sizes
+        )
+        result.provenance = self._provenance(
+            {"target": target, "calibration_reference": model},
+            {"query": query, "calibration": whole},
+            **({"calibration_split": "given"} if isinstance(calibration, tuple) else {}),
+        )
+        return result
+
+    def audit_predictions(
+        self,
+        target: Predictions,
+        members: Predictions,
+        nonmembers: Predictions,
+        *,
+        label: str = "",
+    ) -> AuditResult:
+        """The audit from outputs computed beforehand: the target's on D_Q and the
+        reference model's on the calibration members and non-members."""
+        reference = self.reference_from_predictions(members, nonmembers)
+        result = _with_split_sizes(
+            reference.audit(target, label=label), len(members), len(nonmembers)
+        )
+        result.provenance = {"options": self._options()}
+        return result
+
+
+def _with_split_sizes(result: AuditResult, members: int, nonmembers: int) -> AuditResult:
+    result.sizes["calibration_members"] = members
+    result.sizes["calibration_nonmembers"] = nonmembers
+    return result

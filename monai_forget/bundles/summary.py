@@ -1,0 +1,59 @@
+"""What a bundle training run did, written as JSON next to the model."""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from monai_forget.results import jsonable, to_json, write_json
+
+__all__ = ["save_training_summary"]
+
+
+def save_training_summary(
+    path: str | os.PathLike,
+    trainer: Any,
+    evaluator: Any | None = None,
+    datalist: Sequence[Mapping[str, Any]] | None = None,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Write what a bundle training run did to JSON: data, budget, times, last metrics.
+
+    Args:
+        path: the JSON file (written atomically).
+        trainer: the finished ``SupervisedTrainer``.
+        evaluator: its validation evaluator, if any (last validation metrics).
+        datalist: the training entries (counts per provider and class are recorded).
+        overwrite: replace an existing file.
+    """
+    state = trainer.state
+    total = float(state.times.get("COMPLETED") or 0.0)
+    record: dict[str, Any] = {
+        "epochs": int(state.epoch),
+        "iterations": int(state.iteration),
+        "iterations_per_epoch": int(state.epoch_length or 0),
+        "seconds_total": round(total, 2),
+        "seconds_per_epoch": round(total / max(int(state.epoch), 1), 2),
+        "train_metrics": {k: jsonable(v) for k, v in state.metrics.items()},
+    }
+    if evaluator is not None and evaluator.state is not None:
+        record["validation_metrics"] = {k: jsonable(v) for k, v in evaluator.state.metrics.items()}
+    if datalist is not None:
+        sites: dict[str, int] = defaultdict(int)
+        labels: dict[str, int] = defaultdict(int)
+        patients = set()
+        for e in datalist:
+            sites[str(e.get("site", "?"))] += 1
+            labels[str(e.get("label", "?"))] += 1
+            patients.add(str(e.get("patient", e.get("image"))))
+        record["training_data"] = {
+            "entries": len(datalist),
+            "patients": len(patients),
+            "entries_per_site": dict(sorted(sites.items())),
+            "entries_per_label": dict(sorted(labels.items())),
+        }
+    write_json(path, record, overwrite=overwrite)
+    print(to_json({k: v for k, v in record.items() if k != "training_data"}, indent=None))
+    return record

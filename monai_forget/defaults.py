@@ -1,0 +1,37 @@
+"""Library defaults the command line shows, defined once.
+
+Only plain Python values live here, and this module imports nothing heavy, so
+``monai-forget --help`` can show the defaults without importing torch, MONAI or pydicom;
+the library modules import their defaults from here too, so the two never drift.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+#: Shadow/reference-model training and inference shared by the auditors.
+SEED = 0
+DEVICE = "cpu"
+BATCH_SIZE = 256
+
+#: EMA (Huang, Li & Li 2021): the membership metrics OR-ed in Step 1 and its options.
+EMA_METRICS: tuple[str, ...] = ("correctness", "confidence", "entropy", "modified_entropy")
+EMA_ALPHA = 0.1
+EMA_THRESHOLD_BY = "label"
+EMA_TEST = "welch"
+EMA_CALIBRATION_OUTPUTS = "shadow"
+
+#: Unique-feature memorisation (Hartley & Tsaftaris 2022): one-tailed tests of M.
+MEMORISATION_TESTS: tuple[str, ...] = ("student", "welch", "paired", "wilcoxon")
+MEMORISATION_PAPER_TEST = "student"
+LEAK_SCAN_CORRECTIONS: tuple[str, ...] = ("bh", "bonferroni", "none")
+LEAK_SCAN_ALPHA = 0.05
+
+#: Forsaken's dummy-gradient generator (Liu et al. 2020, Eq. 4): iterations E, the
+#: weight of the change-from-original regulariser λ_r and of the step-length term λ_s.
+FORSAKEN_GENERATOR = MappingProxyType({"iterations": 20, "drift_weight": 0.03, "step_weight": 0.0})
+
+#: ACDC datalists (``monai-forget prepare acdc-nifti|acdc-h5``): an entry per short-axis
+#: slice or per volume, and the NIfTI release's frames (ED and ES, or all of the 4D file).
+ACDC_LEVELS: tuple[str, ...] = ("slice", "volume")
+ACDC_NIFTI_FRAMES: tuple[str, ...] = ("ed-es", "all")

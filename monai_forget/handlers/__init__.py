@@ -1,0 +1,25 @@
+"""Ignite handlers: every auditor at evaluation time, the compliance gate, and the
+writers of an evaluation's outputs (MONAI's naming: the ``X`` handler over the
+``XMetric`` of :mod:`monai_forget.metrics`)."""
+
+from monai_forget.handlers.compliance import ComplianceError, ComplianceGate
+from monai_forget.handlers.memorisation import (
+    EpochScore,
+    MemorisationTracker,
+    UniqueFeatureMemorisation,
+)
+from monai_forget.handlers.withdrawal import EMAPValue, KSCalibratedRatio, batch_output
+from monai_forget.handlers.writers import MetricsWriter, PredictionWriter
+
+__all__ = [
+    "ComplianceError",
+    "ComplianceGate",
+    "EMAPValue",
+    "EpochScore",
+    "KSCalibratedRatio",
+    "MemorisationTracker",
+    "MetricsWriter",
+    "PredictionWriter",
+    "UniqueFeatureMemorisation",
+    "batch_output",
+]

@@ -1,0 +1,153 @@
+"""The package's shape, as docs/architecture.md describes it: imports only point down the
+layers, no module imports itself back through a cycle, modules stay small, and the
+command line's parser imports nothing heavy."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "monai_forget"
+
+#: docs/architecture.md's layers, bottom (0) to top: a package may import only packages
+#: of a lower layer (and its own modules).
+LAYERS: dict[str, int] = {
+    "stats": 0,
+    "defaults": 0,
+    "io": 1,
+    "scores": 1,
+    "fingerprint": 1,
+    "results": 2,
+    "reporting": 2,
+    "data": 3,
+    "canary": 3,
+    "networks": 3,
+    "inference": 4,
+    "shadow": 4,
+    "audit": 5,
+    "dicom": 5,
+    "memorisation": 5,
+    "unlearning": 6,
+    "fl": 7,
+    "metrics": 7,
+    "handlers": 8,
+    "bundles": 9,
+    "demo": 9,
+    "data_prep": 9,
+    "cli": 10,
+    "__main__": 11,
+}
+MAX_LINES = 400
+HEAVY = {"torch", "monai", "pydicom", "h5py", "nibabel", "scipy", "sklearn", "nvflare", "PIL"}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package modules ``path`` imports at run time (``TYPE_CHECKING`` blocks excluded)."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            return
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("monai_forget"))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.startswith("monai_forget"):
+                for alias in node.names:  # `from pkg import submodule` imports the submodule
+                    sub = f"{node.module}.{alias.name}"
+                    found.add(sub if sub in modules else node.module)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text()))
+    return found
+
+
+def _layer(module: str) -> tuple[str, int]:
+    parts = module.split(".")
+    name = parts[1] if len(parts) > 1 else "__init__"
+    return name, LAYERS.get(name, -1)
+
+
+def test_every_package_has_a_layer() -> None:
+    names = {_layer(m)[0] for m in _modules()} - {"__init__"}
+    assert names <= set(LAYERS), f"add {sorted(names - set(LAYERS))} to LAYERS and the docs"
+
+
+def test_imports_only_point_down_the_layers() -> None:
+    modules = _modules()
+    upward = []
+    for module, path in modules.items():
+        name, rank = _layer(module)
+        for target in _imports(path, modules):
+            target_name, target_rank = _layer(target)
+            if target_name in (name, "__init__"):
+                continue
+            if target_rank >= rank:
+                upward.append(f"{module} -> {target}")
+    assert not upward, "imports that do not point down the layers:\n" + "\n".join(upward)
+
+
+def test_there_is_no_import_cycle() -> None:
+    modules = _modules()
+    graph = {}
+    for module, path in modules.items():
+        # A module's own ancestors (packages being initialised) are not cycles.
+        graph[module] = {
+            t for t in _imports(path, modules) if not module.startswith(t + ".") and t != module
+        }
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def walk(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                cycle = stack[stack.index(nxt) :] + [nxt]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if nxt not in state:
+                walk(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            walk(module)
+
+
+def test_modules_stay_small() -> None:
+    sizes = {m: len(p.read_text().splitlines()) for m, p in _modules().items()}
+    large = {m: n for m, n in sizes.items() if n > MAX_LINES}
+    assert not large, f"modules over {MAX_LINES} lines: {large}"
+
+
+def test_the_parser_imports_nothing_heavy() -> None:
+    code = (
+        "import sys\n"
+        "from monai_forget.cli import build_parser\n"
+        "build_parser().format_help()\n"
+        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({sorted(HEAVY)!r})))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]", f"building the parser imported {run.stdout.strip()}"
