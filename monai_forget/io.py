@@ -40,6 +40,9 @@ def atomic_write(
     existing ``path`` is untouched. The file gets the permissions of a normal new file
     (``0o666`` less the umask), not the private mode of a temporary file.
 
+    Without ``overwrite`` the file is published exclusively (see :func:`publish_new`),
+    so a file another writer creates at ``path`` meanwhile is never replaced.
+
     Args:
         path: final location.
         mode: ``open`` mode, ``"wb"`` or ``"w"``.
@@ -58,11 +61,42 @@ def atomic_write(
             handle.flush()
             if durable:
                 os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            publish_new(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def publish_new(tmp: str | os.PathLike, path: str | os.PathLike) -> None:
+    """Move the finished file ``tmp`` to ``path`` only if ``path`` does not exist.
+
+    A hard link fails atomically when the name is taken, which a check followed by a
+    rename cannot guarantee. File systems without hard links get an exclusive
+    placeholder (``O_EXCL``) that the rename then replaces.
+
+    Raises:
+        FileExistsError: ``path`` exists (``tmp`` is left for the caller to remove).
+    """
+    taken = (
+        f"{path} appeared while it was being written (another writer?); "
+        "pass overwrite=True (CLI: --overwrite) to replace it"
+    )
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise FileExistsError(taken) from None
+    except OSError:  # no hard links here (e.g. FAT, some network shares)
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            raise FileExistsError(taken) from None
+        os.replace(tmp, path)
+        return
+    os.unlink(tmp)
 
 
 def sync_all() -> None:

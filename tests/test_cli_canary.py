@@ -4,23 +4,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import warnings
-from pathlib import Path
 
 import pydicom
 import pytest
-from pydicom.data import get_testdata_file
+from pydicom_files import real_file
 
 from monai_forget.cli import main
-
-
-def real_file(name: str) -> Path:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        path = get_testdata_file(name)
-    if path is None:
-        pytest.skip(f"pydicom test file {name} is not available")
-    return Path(path)
 
 
 def test_single_file_with_manifest(tmp_path, capsys):

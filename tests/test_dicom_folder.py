@@ -7,12 +7,11 @@ import hashlib
 import hmac
 import json
 import shutil
-import warnings
 from pathlib import Path
 
 import pydicom
 import pytest
-from pydicom.data import get_testdata_file
+from pydicom_files import real_file
 
 from monai_forget.dicom import (
     BurnInOptions,
@@ -27,15 +26,6 @@ FILES = {
     "a/MR_small_RLE.dcm": "MR_small_RLE.dcm",
     "b/c/6154": "6154",
 }
-
-
-def real_file(name: str) -> Path:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        path = get_testdata_file(name)
-    if path is None:
-        pytest.skip(f"pydicom test file {name} is not available")
-    return Path(path)
 
 
 @pytest.fixture
@@ -59,7 +49,7 @@ def snapshot(root: Path) -> dict[str, str]:
 def test_canary_mode_injects_first_image_and_mirrors_the_rest(tree, tmp_path):
     before = snapshot(tree)
     out = tmp_path / "out"
-    records = inject_tree(tree, out, BurnInOptions(text="Ab"))
+    records = [r.to_dict() for r in inject_tree(tree, out, BurnInOptions(text="Ab"))]
     assert snapshot(tree) == before
     assert set(snapshot(out)) == set(before)
     actions = {Path(r["input"]).relative_to(tree).as_posix(): r["action"] for r in records}
@@ -80,8 +70,10 @@ def test_canary_mode_injects_first_image_and_mirrors_the_rest(tree, tmp_path):
 
 def test_chosen_canary_and_all_mode(tree, tmp_path):
     records = inject_tree(tree, tmp_path / "one", BurnInOptions(text="Ab"), canary="b/c/6154")
+    records = [r.to_dict() for r in records]
     assert [r["input"] for r in records if r["action"] == "injected"] == [str(tree / "b/c/6154")]
     records = inject_tree(tree, tmp_path / "all", BurnInOptions(text="Ab"), all_files=True)
+    records = [r.to_dict() for r in records]
     injected = sorted(Path(r["input"]).name for r in records if r["action"] == "injected")
     assert injected == ["6154", "CT_small.dcm", "MR_small_RLE.dcm"]
     for rel in FILES:
@@ -90,6 +82,7 @@ def test_chosen_canary_and_all_mode(tree, tmp_path):
 
 def test_dry_run_writes_nothing(tree, tmp_path):
     records = inject_tree(tree, tmp_path / "out", BurnInOptions(text="Ab"), dry_run=True)
+    records = [r.to_dict() for r in records]
     assert sum(r["action"] == "injected" for r in records) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
 
@@ -121,7 +114,9 @@ def test_overwrite_into_existing_folder(tree, tmp_path):
     out = tmp_path / "out"
     inject_tree(tree, out, BurnInOptions(text="Ab"))
     (out / "extra.txt").write_text("kept")
-    records = inject_tree(tree, out, BurnInOptions(text="Ab"), overwrite=True)
+    records = [
+        r.to_dict() for r in inject_tree(tree, out, BurnInOptions(text="Ab"), overwrite=True)
+    ]
     assert (out / "extra.txt").read_text() == "kept"
     canary = next(r for r in records if r["action"] == "injected")
     assert digest(Path(canary["output"])) == canary["output_sha256"]
@@ -129,7 +124,9 @@ def test_overwrite_into_existing_folder(tree, tmp_path):
 
 def test_manifest_hashes_text_by_default(tree, tmp_path):
     hasher = TextHasher(salt="a secret salt")
-    records = inject_tree(tree, tmp_path / "out", BurnInOptions(), hasher=hasher)
+    records = [
+        r.to_dict() for r in inject_tree(tree, tmp_path / "out", BurnInOptions(), hasher=hasher)
+    ]
     json_path, csv_path = write_manifest(records, tmp_path / "out", hasher)
     document = json.loads(json_path.read_text())
     assert document["text_field"] == "text_hmac_sha256"

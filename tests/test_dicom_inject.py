@@ -9,13 +9,12 @@ tags are set, all other elements are kept, and the input file's bytes are unchan
 from __future__ import annotations
 
 import hashlib
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pydicom
 import pytest
-from pydicom.data import get_testdata_file
+from pydicom_files import real_file
 
 from monai_forget.canary import TYPEFACE, render_text
 from monai_forget.dicom import BurnInOptions, burn_in, inject_file
@@ -32,15 +31,6 @@ CHANGED = {
     "PhotometricInterpretation",
     "PlanarConfiguration",
 }
-
-
-def real_file(name: str) -> Path:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        path = get_testdata_file(name)
-    if path is None:
-        pytest.skip(f"pydicom test file {name} is not available")
-    return Path(path)
 
 
 def sha256(path: Path) -> str:
@@ -120,6 +110,7 @@ CASES = [
     ("examples_ybr_color.dcm", "PLA", (5, 5), 2, (0, 29), "YBR_FULL"),  # 30-frame JPEG 4:2:2
     ("GDCMJ2K_TextGBR.dcm", "RCT", (1, 1), 1, None, "RGB"),  # J2K YBR_RCT
     ("SC_rgb_jpeg_gdcm.dcm", "ok", (1, 1), 1, None, "RGB"),  # JPEG lossless RGB
+    ("SC_rgb_jpeg.dcm", "AB", (1, 1), 1, None, "RGB"),  # implicit VR data, explicit syntax
 ]
 
 
@@ -129,7 +120,7 @@ def test_burn_in_real_file(tmp_path, name, text, position, scale, frames, photom
     before = sha256(src)
     dst = tmp_path / "out.dcm"
     options = BurnInOptions(text=text, position=position, scale=scale, frames=frames)
-    record = inject_file(src, dst, options)
+    record = inject_file(src, dst, options).to_dict()
     assert sha256(src) == before, "input bytes must be unchanged"
     assert record["output_sha256"] == sha256(dst)
 
@@ -191,22 +182,24 @@ def test_patient_name_is_default_text_in_viewer_order():
 def test_height_fraction_picks_largest_scale(tmp_path):
     record = inject_file(
         real_file("CT_small.dcm"), tmp_path / "o.dcm", BurnInOptions(text="A", height_fraction=0.2)
-    )
+    ).to_dict()
     assert record["scale"] == 5 and record["bbox_height"] == 25  # 0.2 * 128 = 25.6 rows
 
 
 def test_dry_run_writes_nothing(tmp_path):
     record = inject_file(
         real_file("MR_small.dcm"), tmp_path / "o.dcm", BurnInOptions(text="A"), dry_run=True
-    )
+    ).to_dict()
     assert record["output_sha256"] == "" and record["bbox_width"] == 5
     assert not any(tmp_path.iterdir())
 
 
 def test_overwrite_replaces_existing_output(tmp_path):
     dst = tmp_path / "o.dcm"
-    first = inject_file(real_file("MR_small.dcm"), dst, BurnInOptions(text="A"))
-    second = inject_file(real_file("MR_small.dcm"), dst, BurnInOptions(text="B"), overwrite=True)
+    first = inject_file(real_file("MR_small.dcm"), dst, BurnInOptions(text="A")).to_dict()
+    second = inject_file(
+        real_file("MR_small.dcm"), dst, BurnInOptions(text="B"), overwrite=True
+    ).to_dict()
     assert first["new_sop_instance_uid"] != second["new_sop_instance_uid"]
     assert pydicom.dcmread(dst).SOPInstanceUID == second["new_sop_instance_uid"]
 
@@ -229,7 +222,7 @@ def test_functional_group_windows_decide_white(tmp_path, per_frame, expected):
         ds.PerFrameFunctionalGroupsSequence = [_voi_item(50, 20)]  # top edge 59
     src = tmp_path / "enhanced.dcm"
     ds.save_as(src)
-    record = inject_file(src, tmp_path / "out.dcm", BurnInOptions(text="A"))
+    record = inject_file(src, tmp_path / "out.dcm", BurnInOptions(text="A")).to_dict()
     assert record["value"] == [expected]
     out = frames_of(pydicom.dcmread(tmp_path / "out.dcm"))[0, ..., 0]
     assert (out[1:6, 1:6][render_text("A")] == expected).all()

@@ -44,7 +44,8 @@ def test_nifti_from_real_ct_slices(tmp_path):
     nib.save(nib.Nifti1Image(volume, np.diag([0.7, 0.7, 5.0, 1.0])), src)
     before = digest(src)
     dst = tmp_path / "out" / "ct.nii.gz"
-    record = inject_any(src, dst, BurnInOptions(text="CT", position=(2, 3), scale=2, frames=(1,)))
+    options = BurnInOptions(text="CT", position=(2, 3), scale=2, frames=(1,))
+    record = inject_any(src, dst, options).to_dict()
     assert digest(src) == before and record["output_sha256"] == digest(dst)
     out_img = nib.load(dst)
     out = np.asanyarray(out_img.dataobj)
@@ -85,7 +86,7 @@ def test_png_modes(tmp_path, kind, white):
     src = tmp_path / "in.png"
     Image.fromarray(arr).save(src)
     dst = tmp_path / "out.png"
-    record = inject_any(src, dst, BurnInOptions(text="Ann", position=(4, 4), scale=2))
+    record = inject_any(src, dst, BurnInOptions(text="Ann", position=(4, 4), scale=2)).to_dict()
     with Image.open(dst) as img:
         assert img.mode == kind
         out = np.array(img)

@@ -4,26 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pydicom
 import pytest
-from pydicom.data import get_testdata_file
 from pydicom.pixels import get_decoder
 from pydicom.uid import JPEGBaseline8Bit
+from pydicom_files import real_file
 
 from monai_forget.dicom import BurnInOptions, InjectionError, display_name, inject_file
-
-
-def real_file(name: str) -> Path:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        path = get_testdata_file(name)
-    if path is None:
-        pytest.skip(f"pydicom test file {name} is not available")
-    return Path(path)
 
 
 def refuse(src: Path, out_dir: Path, match: str, error=InjectionError, **options) -> None:

@@ -38,3 +38,28 @@ def test_existing_output_needs_overwrite(tmp_path):
     with atomic_write(path, overwrite=True) as handle:
         handle.write(b"new")
     assert path.read_bytes() == b"new"
+
+
+def test_file_created_meanwhile_is_never_replaced(tmp_path):
+    path = tmp_path / "out.bin"
+    with pytest.raises(FileExistsError, match="appeared"), atomic_write(path) as handle:
+        handle.write(b"mine")
+        path.write_bytes(b"theirs")  # another writer wins the race after the check
+    assert path.read_bytes() == b"theirs"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.bin"]
+
+
+def test_exclusive_without_hard_links(tmp_path, monkeypatch):
+    def no_links(src, dst):
+        raise PermissionError(1, "Operation not permitted")  # e.g. FAT or a network share
+
+    monkeypatch.setattr(os, "link", no_links)
+    with atomic_write(tmp_path / "new.bin") as handle:
+        handle.write(b"mine")
+    assert (tmp_path / "new.bin").read_bytes() == b"mine"
+    path = tmp_path / "taken.bin"
+    with pytest.raises(FileExistsError), atomic_write(path) as handle:
+        handle.write(b"mine")
+        path.write_bytes(b"theirs")
+    assert path.read_bytes() == b"theirs"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.bin", "taken.bin"]

@@ -1,5 +1,13 @@
 """Known-typeface text and random features, shared by the DICOM injector and the
-unique-feature memorisation score (Hartley & Tsaftaris 2022)."""
+unique-feature memorisation score (Hartley & Tsaftaris 2022).
+
+The MONAI transforms (``BurnInText`` and its dictionary forms) are loaded on first use,
+so importing the typeface and renderer does not import torch or MONAI.
+"""
+
+from __future__ import annotations
+
+import importlib
 
 from monai_forget.canary.font import (
     CHARACTERS,
@@ -21,7 +29,8 @@ from monai_forget.canary.render import (
     stamp,
     text_shape,
 )
-from monai_forget.canary.transforms import BurnInText, BurnInTextD, BurnInTextd, BurnInTextDict
+
+_TRANSFORMS = ("BurnInText", "BurnInTextD", "BurnInTextDict", "BurnInTextd")
 
 __all__ = [
     "CHARACTERS",
@@ -45,3 +54,10 @@ __all__ = [
     "text_shape",
     "unsupported_characters",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # PEP 562: the transforms module imports MONAI, so load it only when asked for.
+    if name in _TRANSFORMS:
+        return getattr(importlib.import_module("monai_forget.canary.transforms"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,11 +9,11 @@ no trailing gap. Each font pixel becomes a ``scale x scale`` block.
 from __future__ import annotations
 
 import string
+import sys
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
-import torch
 
 from monai_forget.canary.font import (
     GLYPH_ADVANCE,
@@ -24,10 +24,20 @@ from monai_forget.canary.font import (
     unsupported_characters,
 )
 
-ArrayT = TypeVar("ArrayT", np.ndarray, torch.Tensor)
+if TYPE_CHECKING:
+    import torch
+
+# torch is not imported here: the DICOM injector uses this module and must stay light.
+# A tensor can only exist once torch is imported, so sys.modules tells them apart.
+ArrayT = TypeVar("ArrayT", np.ndarray, "torch.Tensor")
 
 # Letters only by default: random names for controls should look like names.
 RANDOM_TEXT_ALPHABET = string.ascii_uppercase
+
+
+def _is_tensor(value: object) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
 
 
 def _check_scale(scale: int) -> int:
@@ -165,7 +175,9 @@ def paint(
     check_fits(mask.shape, position, (target.shape[axes[0]], target.shape[axes[1]]))
     row, col = (int(p) for p in position)
     height, width = mask.shape
-    if isinstance(target, torch.Tensor):
+    if _is_tensor(target):
+        import torch
+
         view = torch.movedim(target, axes, (-2, -1))
         region = view[..., row : row + height, col : col + width]
         sel = torch.as_tensor(mask, device=target.device)
@@ -204,5 +216,5 @@ def stamp(
     Raises:
         ValueError: the mask does not fit inside the image at ``position``.
     """
-    out = images.clone() if isinstance(images, torch.Tensor) else np.array(images, copy=True)
+    out = images.clone() if _is_tensor(images) else np.array(images, copy=True)
     return paint(out, mask, position, value, axes)

@@ -1,21 +1,21 @@
-"""``monai-forget canary inject``: burn canary text into DICOM, NIfTI or PNG files."""
+"""``monai-forget canary inject``: burn canary text into DICOM, NIfTI or PNG files.
+
+Parsing imports nothing but argparse; the injector (pydicom, and nibabel or Pillow on
+demand) and the progress bar are imported when the command runs.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tqdm import tqdm
-
-from monai_forget.dicom import (
-    TextHasher,
-    as_options,
-    inject_any,
-    inject_tree,
-    manifest_paths,
-    write_manifest,
-)
+if TYPE_CHECKING:
+    from monai_forget.dicom import ManifestRecord, TextHasher
 
 SALT_ENV = "MONAI_FORGET_CANARY_SALT"
 
@@ -96,63 +96,120 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_inject(args: argparse.Namespace) -> int:
-    """Handle ``canary inject``; returns the exit code."""
+    """Handle ``canary inject``; returns the exit code.
+
+    Nothing is written before every check has passed, including that the manifest
+    can be written; the output and its manifest are then written together (signals
+    are held until both are done). SIGTERM and SIGHUP stop the run like Ctrl-C,
+    removing anything staged (exit code 128 + the signal number).
+    """
+    from monai_forget.dicom import InjectionError
+    from monai_forget.dicom.staging import exit_on_terminate
+
     if args.canary is not None and args.all_files:
         raise ValueError("--canary and --all are mutually exclusive")
+    if not args.input.is_dir() and (args.canary is not None or args.all_files):
+        raise ValueError("--canary and --all apply to folder inputs only")
+    try:
+        with exit_on_terminate():
+            records, manifest = _inject(args)
+    except (FileExistsError, FileNotFoundError):
+        raise
+    except OSError as err:  # e.g. a read-only output folder: one line, not a traceback
+        where = f" ({err.filename})" if err.filename else ""
+        raise InjectionError(f"{err.strerror or err}{where}; nothing was published") from err
+    injected = [r for r in records if r.action == "injected"]
+    skipped = [r for r in records if r.action == "skipped"]
+    verb = "would write" if args.dry_run else "wrote"
+    print(f"{verb} {len(records) - len(skipped)} file(s), {len(injected)} with burned-in text")
+    for record in injected:
+        box = record.box
+        print(
+            f"  {record.output}: box rows {box.row}+{box.height} "
+            f"cols {box.col}+{box.width}, scale {box.scale}"
+        )
+    if skipped:
+        print(f"skipped {len(skipped)} entr{'y' if len(skipped) == 1 else 'ies'} (not written):")
+        for record in skipped:
+            print(f"  {record.input}: {record.reason}")
+    if manifest is not None:
+        print("manifest: {} and {}".format(*manifest))
+    return 0
+
+
+def _inject(args: argparse.Namespace) -> tuple[list[ManifestRecord], tuple[Path, Path] | None]:
+    """Check, stage and publish; returns the records and the manifest paths (if written)."""
+    from monai_forget.dicom import (
+        TextHasher,
+        as_options,
+        check_manifest_target,
+        inject_tree,
+        manifest_paths,
+        stage_tree,
+    )
+    from monai_forget.dicom.driver import check_not_input, prepare
+    from monai_forget.dicom.manifest import probe_folder
+
     options = as_options(args.text, args.position, args.scale, args.height_fraction, args.frames)
     hasher = TextHasher(args.salt or os.environ.get(SALT_ENV), plain_text=args.plain_text)
     prefix = args.manifest or args.output
-    if not args.dry_run and not args.overwrite:
-        for path in manifest_paths(prefix):
-            if path.exists():
-                raise FileExistsError(f"{path} already exists; pass --overwrite to replace it")
-
     if args.input.is_dir():
         if args.input.resolve() in Path(prefix).resolve().parents:
             raise ValueError("the manifest would be written inside the input folder")
-        with tqdm(unit="file", desc="canary inject", disable=None) as bar:
-
-            def progress(files):
-                bar.total = len(files)
-                for path in files:
-                    yield path
-                    bar.update()
-
-            records = inject_tree(
-                args.input,
-                args.output,
-                options,
-                all_files=args.all_files,
-                canary=args.canary,
-                overwrite=args.overwrite,
-                dry_run=args.dry_run,
-                hasher=hasher,
-                progress=progress,
-            )
+        output = args.output
     else:
-        if args.canary is not None or args.all_files:
-            raise ValueError("--canary and --all apply to folder inputs only")
         output = args.output / args.input.name if args.output.is_dir() else args.output
-        records = [
-            inject_any(
-                args.input,
-                output,
-                options,
-                overwrite=args.overwrite,
-                dry_run=args.dry_run,
-                hasher=hasher,
-            )
-        ]
-
-    injected = [r for r in records if r["action"] == "injected"]
-    verb = "would write" if args.dry_run else "wrote"
-    print(f"{verb} {len(records)} file(s), {len(injected)} with burned-in text")
-    for record in injected:
-        print(
-            f"  {record['output']}: box rows {record['bbox_row']}+{record['bbox_height']} "
-            f"cols {record['bbox_col']}+{record['bbox_width']}, scale {record['scale']}"
-        )
+        for path in manifest_paths(prefix):
+            check_not_input(args.input, path)
     if not args.dry_run:
-        json_path, csv_path = write_manifest(records, prefix, hasher, overwrite=args.overwrite)
-        print(f"manifest: {json_path} and {csv_path}")
-    return 0
+        check_manifest_target(prefix, args.overwrite)
+        probe_folder(output, "output")
+
+    if args.input.is_dir():
+        tree = {"all_files": args.all_files, "canary": args.canary, "hasher": hasher}
+        with _progress_bar() as bar:
+            if args.dry_run:
+                return inject_tree(args.input, output, options, dry_run=True, **tree, **bar), None
+            staged = stage_tree(
+                args.input, output, options, overwrite=args.overwrite, **tree, **bar
+            )
+        with staged:
+            return staged.records, _publish(staged.publish, staged.records, prefix, args, hasher)
+    prepared = prepare(args.input, output, options, overwrite=args.overwrite, hasher=hasher)
+    if args.dry_run:
+        return [prepared.record.replace(output_sha256="")], None
+    write = functools.partial(prepared.write, args.overwrite)
+    return [prepared.record], _publish(write, [prepared.record], prefix, args, hasher)
+
+
+@contextlib.contextmanager
+def _progress_bar() -> Iterator[dict]:
+    """A progress bar for folder runs, as ``progress`` and ``report`` arguments."""
+    from tqdm import tqdm
+
+    with tqdm(unit="file", desc="canary inject", disable=None) as bar:
+
+        def progress(files: list[Path]) -> Iterator[Path]:
+            bar.total = len(files)
+            for path in files:
+                yield path
+                bar.update()
+
+        # stale staging folders are reported above the bar
+        yield {"progress": progress, "report": bar.write}
+
+
+def _publish(
+    write: Callable[[], object],
+    records: list[ManifestRecord],
+    prefix: Path,
+    args: argparse.Namespace,
+    hasher: TextHasher,
+) -> tuple[Path, Path]:
+    """Write the output and its manifest with signals held until both are done."""
+    from monai_forget.dicom import write_manifest
+    from monai_forget.dicom.staging import signals_deferred
+
+    with signals_deferred():
+        write()
+        return write_manifest(records, prefix, hasher, overwrite=args.overwrite)

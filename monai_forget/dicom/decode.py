@@ -1,4 +1,4 @@
-"""Read a DICOM file and bring its pixel data to an editable, native form.
+"""Read a DICOM file and decode its pixel data without changing the dataset.
 
 Every refusal the injector makes about the *input* lives here, so it happens before
 anything is written.
@@ -86,6 +86,12 @@ def check_pixel_data(ds: Dataset, path: str | os.PathLike = "<dataset>") -> None
             f"{path} has PhotometricInterpretation {photometric or '(missing)'}; supported: "
             f"{', '.join(SUPPORTED_PHOTOMETRIC)}"
         )
+    absent = [k for k in ("Rows", "Columns", "BitsStored") if not ds.get(k)]
+    if absent:
+        raise InjectionError(
+            f"{path} has no {', '.join(absent)}, so its pixel data cannot be read; "
+            "fix the Image Pixel module first"
+        )
     bits = ds.get("BitsAllocated")
     if bits not in (8, 16):
         raise InjectionError(
@@ -125,32 +131,32 @@ def _check_decoder(tsyntax: UID, path: str | os.PathLike) -> None:
         )
 
 
-def editable_pixels(ds: Dataset) -> tuple[np.ndarray, str]:
-    """Decompress ``ds`` in place if needed and return its pixels and photometric.
+def decoded_pixels(ds: Dataset) -> tuple[np.ndarray, str]:
+    """Decode the pixels of ``ds`` without changing it; return them and the photometric.
 
-    The pixels are a writable copy shaped ``(frames, rows, columns, samples)``, in the
-    stored colour space (no YBR to RGB conversion), with signed values sign-extended.
-    The returned photometric interpretation is the one to write back.
+    The pixels are a writable array shaped ``(frames, rows, columns, samples)``, in
+    the stored colour space (no YBR to RGB conversion), with signed values
+    sign-extended. The photometric interpretation returned is the one to write back
+    (e.g. JPEG 2000 YBR_RCT decodes to RGB, 4:2:2 chroma is expanded to YBR_FULL).
+
+    Raises:
+        InjectionError: the pixel data could not be decoded.
     """
-    photometric = SUPPORTED_PHOTOMETRIC[str(ds.PhotometricInterpretation).strip()]
     tsyntax = transfer_syntax(ds)
     try:
-        if tsyntax.is_compressed:
-            ds.decompress(as_rgb=False, generate_instance_uid=False)
-            if ds.PhotometricInterpretation == "YBR_FULL_422":
-                # Decoders return full-resolution chroma, but pydicom 3.0 keeps the
-                # 4:2:2 label after decompression; relabel so the data reads correctly.
-                ds.PhotometricInterpretation = "YBR_FULL"
-            photometric = SUPPORTED_PHOTOMETRIC[str(ds.PhotometricInterpretation).strip()]
-        ds.pixel_array_options(as_rgb=False)
-        arr = np.array(ds.pixel_array, copy=True)
+        arr, meta = get_decoder(tsyntax).as_array(ds, as_rgb=False)
     except (RuntimeError, ValueError, NotImplementedError) as err:
         raise InjectionError(
             f"the {tsyntax.name} pixel data could not be decoded ({' '.join(str(err).split())}); "
             "the file may be "
             f"corrupt, or another decoder plug-in may help: {EXTRA_HINT}"
         ) from err
+    decoded = str(meta.get("photometric_interpretation", ds.PhotometricInterpretation)).strip()
+    photometric = SUPPORTED_PHOTOMETRIC.get(decoded, decoded)
+    if photometric not in SUPPORTED_PHOTOMETRIC.values():
+        raise InjectionError(f"the pixel data decoded as {decoded}, which cannot be written back")
+    if not arr.flags.writeable:
+        arr = np.array(arr, copy=True)
     samples = int(ds.get("SamplesPerPixel", 1))
     frames = int(ds.get("NumberOfFrames", 1) or 1)
-    arr = arr.reshape(frames, int(ds.Rows), int(ds.Columns), samples)
-    return arr, photometric
+    return arr.reshape(frames, int(ds.Rows), int(ds.Columns), samples), photometric

@@ -1,49 +1,67 @@
-"""Directory mode: a folder tree in, a mirrored tree out, one canary or all files."""
+"""Directory mode: a folder tree in, a mirrored tree out, one canary or all files.
+
+Symbolic links are never followed, inside the tree or out of it: each one (and any
+entry that is not a regular file or folder, such as a FIFO) is listed as ``skipped``
+with the reason, and nothing is written for it.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
+import logging
 import os
 import shutil
-import tempfile
+import stat
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from monai_forget.dicom.decode import read_dataset
+from monai_forget.dicom.driver import inject_any
 from monai_forget.dicom.errors import InjectionError, NotAnImageError
 from monai_forget.dicom.hashing import TextHasher
-from monai_forget.dicom.inject import BurnInOptions, inject_file
-from monai_forget.dicom.raster import inject_nifti, inject_png, is_nifti, is_png
+from monai_forget.dicom.options import BurnInOptions
+from monai_forget.dicom.raster import is_nifti, is_png
+from monai_forget.dicom.record import ManifestRecord
+from monai_forget.dicom.staging import (
+    StagingFolder,
+    exit_on_terminate,
+    signals_deferred,
+    sweep_stale_staging,
+)
 from monai_forget.io import atomic_write, sync_all
 
 Progress = Callable[[Iterable[Path]], Iterable[Path]]
+Report = Callable[[str], None]
+_log = logging.getLogger(__name__)
 
 
-def inject_any(
-    src: str | os.PathLike,
-    dst: str | os.PathLike,
-    options: BurnInOptions,
-    *,
-    overwrite: bool = False,
-    dry_run: bool = False,
-    hasher: TextHasher | None = None,
-    durable: bool = True,
-) -> dict:
-    """Burn text into one file, choosing PNG, NIfTI or DICOM by the file name.
+def _raise(err: OSError) -> None:
+    raise err  # an unreadable sub-folder must stop the run, not vanish from the mirror
 
-    ``durable=False`` skips the per-file fsync (for files staged in a private folder
-    that is synced once and published by rename).
-    """
-    if is_png(src):
-        injector = inject_png
-    elif is_nifti(src):
-        injector = inject_nifti
-    else:
-        injector = inject_file
-    return injector(
-        src, dst, options, overwrite=overwrite, dry_run=dry_run, hasher=hasher, durable=durable
-    )
+
+def _link_reason(path: Path, root: Path) -> str:
+    target = Path(os.path.realpath(path))
+    where = "inside" if target == root or root in target.parents else "outside"
+    return f"symbolic link to {where} the input tree; links are not followed"
+
+
+def walk(src: Path) -> list[tuple[Path, str | None]]:
+    """Every entry under ``src`` in path order: ``(path, None)`` for a regular file,
+    ``(path, reason)`` for one that is skipped (symbolic links, FIFOs, devices)."""
+    root = src.resolve()
+    entries = []
+    for folder, dirnames, filenames in os.walk(src, onerror=_raise):
+        for name in dirnames + filenames:
+            path = Path(folder) / name
+            mode = os.lstat(path).st_mode
+            if stat.S_ISLNK(mode):
+                entries.append((path, _link_reason(path, root)))
+            elif stat.S_ISREG(mode):
+                entries.append((path, None))
+            elif not stat.S_ISDIR(mode):
+                entries.append((path, "not a regular file (device, FIFO or socket)"))
+    return sorted(entries)
 
 
 def _is_image(path: Path) -> bool:
@@ -56,19 +74,20 @@ def _is_image(path: Path) -> bool:
     return True
 
 
-def _copy(src: Path, dst: Path, final: Path) -> dict:
-    """Copy ``src`` byte for byte (atomically, hashing on the way) and record it."""
-    digest = hashlib.sha256()
-    with open(src, "rb") as source, atomic_write(dst, "wb", durable=False) as target:
-        for chunk in iter(lambda: source.read(1 << 20), b""):
-            digest.update(chunk)
-            target.write(chunk)
-    return {
-        "action": "copied",
-        "input": str(src),
-        "output": str(final),
-        "output_sha256": digest.hexdigest(),
-    }
+def _choose_canary(src: Path, entries: list[tuple[Path, str | None]], canary: str | None) -> Path:
+    files = [path for path, reason in entries if reason is None]
+    if canary is not None:
+        chosen = src / canary
+        reason = dict(entries).get(chosen)
+        if reason is not None:
+            raise InjectionError(f"canary {canary} is a {reason.split(';')[0]}; name a file")
+        if chosen not in files:
+            raise FileNotFoundError(f"canary {canary} is not a file inside {src}")
+        return chosen
+    for path in files:
+        if _is_image(path):
+            return path
+    raise InjectionError(f"{src} holds no DICOM, NIfTI or PNG image to use as the canary")
 
 
 def _check_paths(src: Path, dst: Path, overwrite: bool) -> None:
@@ -87,16 +106,127 @@ def _check_paths(src: Path, dst: Path, overwrite: bool) -> None:
         )
 
 
-def _choose_canary(src: Path, files: list[Path], canary: str | None) -> Path:
-    if canary is not None:
-        chosen = src / canary
-        if chosen not in files:
-            raise FileNotFoundError(f"canary {canary} is not a file inside {src}")
-        return chosen
-    for path in files:
-        if _is_image(path):
-            return path
-    raise InjectionError(f"{src} holds no DICOM, NIfTI or PNG image to use as the canary")
+def _copy(src: Path, dst: Path, final: Path) -> ManifestRecord:
+    """Copy ``src`` byte for byte (atomically, hashing on the way) and record it."""
+    digest = hashlib.sha256()
+    fd = os.open(src, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))  # a link swapped in late
+    with open(fd, "rb") as source, atomic_write(dst, "wb", durable=False) as target:
+        for chunk in iter(lambda: source.read(1 << 20), b""):
+            digest.update(chunk)
+            target.write(chunk)
+    return ManifestRecord("copied", str(src), str(final), digest.hexdigest())
+
+
+def _mirror(
+    src: Path,
+    dst: Path,
+    stage: Path | None,
+    entries: list[tuple[Path, str | None]],
+    target: Path | None,
+    options: BurnInOptions,
+    hasher: TextHasher,
+    progress: Progress | None,
+) -> list[ManifestRecord]:
+    """One record per entry; files are written under ``stage`` (``None``: a dry run)."""
+    reasons = dict(entries)
+    paths = [path for path, _ in entries]
+    records = []
+    for path in progress(paths) if progress else paths:
+        final = dst / path.relative_to(src)
+        if reasons[path] is not None:
+            records.append(ManifestRecord("skipped", str(path), "", reason=reasons[path]))
+            continue
+        out = final if stage is None else stage / path.relative_to(src)
+        record = None
+        if target is None or path == target:
+            try:
+                record = inject_any(
+                    path,
+                    out,
+                    options,
+                    overwrite=stage is None,
+                    dry_run=stage is None,
+                    hasher=hasher,
+                    durable=False,
+                )
+            except NotAnImageError:
+                if path == target:
+                    raise
+        if record is None:
+            record = (
+                ManifestRecord("copied", str(path), str(final))
+                if stage is None
+                else _copy(path, out, final)
+            )
+        records.append(record.replace(output=str(final)))
+    return records
+
+
+@dataclass
+class StagedTree:
+    """A mirrored tree, complete in its staging folder, waiting to be published."""
+
+    records: list[ManifestRecord]
+    staging: StagingFolder
+    dst: Path
+    overwrite: bool
+    published: bool = False
+
+    def publish(self) -> None:
+        """Move the staged tree to the output folder (signals held until it is done)."""
+        with signals_deferred():
+            _publish(self.staging.path, self.dst, self.overwrite)
+            self.published = True
+        self.staging.release()
+
+    def discard(self) -> None:
+        """Remove the staging folder unless it was published."""
+        if not self.published:
+            self.staging.remove()
+
+    def __enter__(self) -> StagedTree:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.discard()
+
+
+def stage_tree(
+    src: str | os.PathLike,
+    dst: str | os.PathLike,
+    options: BurnInOptions,
+    *,
+    all_files: bool = False,
+    canary: str | None = None,
+    overwrite: bool = False,
+    hasher: TextHasher | None = None,
+    progress: Progress | None = None,
+    report: Report = _log.warning,
+) -> StagedTree:
+    """Build the output tree of :func:`inject_tree` in a staging folder next to ``dst``.
+
+    Staging folders left by interrupted runs into ``dst`` are removed first and each
+    is passed to ``report`` (see :mod:`monai_forget.dicom.staging`). Use as a context
+    manager, or call :meth:`StagedTree.publish` then :meth:`StagedTree.discard`.
+    """
+    src, dst = Path(src), Path(dst)
+    _check_paths(src, dst, overwrite)
+    entries = walk(src)
+    target = None if all_files else _choose_canary(src, entries, canary)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    for line in sweep_stale_staging(dst).messages():
+        report(line)
+    staging = StagingFolder(dst)
+    try:
+        with exit_on_terminate():
+            records = _mirror(
+                src, dst, staging.path, entries, target, options, hasher or TextHasher(), progress
+            )
+            sync_all()  # one flush for the whole staged tree instead of one fsync per file
+    except BaseException:
+        staging.remove()
+        raise
+    return StagedTree(records, staging, dst, overwrite)
 
 
 def inject_tree(
@@ -110,87 +240,73 @@ def inject_tree(
     dry_run: bool = False,
     hasher: TextHasher | None = None,
     progress: Progress | None = None,
-) -> list[dict]:
+    report: Report = _log.warning,
+) -> list[ManifestRecord]:
     """Mirror the folder ``src`` into ``dst``, burning text into one file or all.
 
     Canary mode (default) burns into one instance — ``canary`` (a path relative to
     ``src``) or the first image in sorted path order — and copies every other file
     unchanged. With ``all_files`` every image is burned into; files that are not images
-    (not DICOM, or no pixel data) are copied unchanged. Any other refusal stops the run.
+    (not DICOM, or no pixel data) are copied unchanged. Symbolic links and special
+    files are skipped. Any other refusal stops the run.
 
     The tree is built in a hidden staging folder next to ``dst`` and moved into place
-    only when every file succeeded, so a failure leaves nothing behind. ``dry_run``
-    does all the work in memory and writes nothing.
+    only when every file succeeded, so a failure (or SIGTERM) leaves nothing behind.
+    ``dry_run`` does all the work in memory and writes nothing. Staging folders left
+    by interrupted runs are removed (a dry run only names them) and passed to ``report``.
 
     Returns:
-        One manifest record per file (``action`` ``injected`` or ``copied``).
+        One manifest record per entry (``action`` ``injected``, ``copied`` or ``skipped``).
     """
-    src, dst = Path(src), Path(dst)
-    _check_paths(src, dst, overwrite)
-    hasher = hasher or TextHasher()
-    files = sorted(p for p in src.rglob("*") if p.is_file())
-    target = None if all_files else _choose_canary(src, files, canary)
-    todo: Iterable[Path] = progress(files) if progress else files
-
     if dry_run:
-        records = []
-        for path in todo:
-            final = dst / path.relative_to(src)
-            if target is None or path == target:
-                try:
-                    records.append(
-                        inject_any(
-                            path, final, options, overwrite=True, dry_run=True, hasher=hasher
-                        )
-                    )
-                    continue
-                except NotAnImageError:
-                    if path == target:
-                        raise
-            records.append({"action": "copied", "input": str(path), "output": str(final)})
-        return records
-
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{dst.name}.", suffix=".partial", dir=dst.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    stage.chmod(0o777 & ~umask)  # mkdtemp makes it private; the output is a normal folder
-    try:
-        records = []
-        for path in todo:
-            rel = path.relative_to(src)
-            staged, final = stage / rel, dst / rel
-            record = None
-            if target is None or path == target:
-                try:
-                    record = inject_any(path, staged, options, hasher=hasher, durable=False)
-                except NotAnImageError:
-                    if path == target:
-                        raise
-            if record is None:
-                record = _copy(path, staged, final)
-            record["output"] = str(final)
-            records.append(record)
-        sync_all()  # one flush for the whole staged tree instead of one fsync per file
-        _publish(stage, dst, overwrite)
-    except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
-        raise
-    return records
+        src, dst = Path(src), Path(dst)
+        _check_paths(src, dst, overwrite)
+        entries = walk(src)
+        target = None if all_files else _choose_canary(src, entries, canary)
+        for line in sweep_stale_staging(dst, remove=False).messages():
+            report(line)
+        return _mirror(src, dst, None, entries, target, options, hasher or TextHasher(), progress)
+    with exit_on_terminate():
+        staged = stage_tree(
+            src,
+            dst,
+            options,
+            all_files=all_files,
+            canary=canary,
+            overwrite=overwrite,
+            hasher=hasher,
+            progress=progress,
+            report=report,
+        )
+        with staged:
+            staged.publish()
+    return staged.records
 
 
 def _publish(stage: Path, dst: Path, overwrite: bool) -> None:
-    """Move the staged tree to ``dst``: one rename when ``dst`` is new or empty."""
-    if dst.is_dir() and not any(dst.iterdir()):
-        dst.rmdir()
-    if not dst.exists():
+    """Move the staged tree to ``dst``: one rename when ``dst`` is new or empty.
+
+    Without ``overwrite`` a ``dst`` that another writer filled meanwhile is never
+    touched; with it, files are replaced one by one, never through a link that leads
+    out of ``dst``.
+    """
+    try:
+        if dst.is_dir() and not dst.is_symlink():
+            dst.rmdir()  # fails when not empty
         os.rename(stage, dst)
         return
-    for staged in sorted(p for p in stage.rglob("*") if p.is_file()):
-        final = dst / staged.relative_to(stage)
-        if final.exists() and not overwrite:
-            raise FileExistsError(f"{final} already exists; pass --overwrite to replace it")
+    except OSError as err:
+        if not overwrite:
+            raise FileExistsError(
+                f"{dst} is not empty (another run wrote there?); pass --overwrite to merge"
+            ) from err
+    root = dst.resolve()
+    moves = [(p, dst / p.relative_to(stage)) for p in sorted(stage.rglob("*")) if p.is_file()]
+    for _, final in moves:  # check every folder before the first file moves
+        parent = final.parent.resolve()
+        if parent != root and root not in parent.parents:
+            raise InjectionError(f"{final.parent} leads out of {dst} through a link; remove it")
+    for staged, final in moves:
         final.parent.mkdir(parents=True, exist_ok=True)
         os.replace(staged, final)
-    with contextlib.suppress(OSError):
-        shutil.rmtree(stage)
+    shutil.rmtree(stage, ignore_errors=True)

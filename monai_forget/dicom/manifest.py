@@ -1,4 +1,10 @@
-"""The manifest of every file the injector wrote: JSON and CSV twins."""
+"""The manifest of every file the injector wrote: JSON and CSV twins.
+
+The JSON holds every value as it is. In the CSV, a text cell that begins with ``=``,
+``+``, ``-``, ``@``, a tab or a carriage return gets a leading ``'`` so that a
+spreadsheet shows it instead of running it as a formula (file names are chosen by
+whoever filled the input folder; OWASP "CSV Injection").
+"""
 
 from __future__ import annotations
 
@@ -6,13 +12,19 @@ import csv
 import io
 import json
 import os
+import tempfile
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
 from monai_forget import __version__
 from monai_forget.canary import TYPEFACE
+from monai_forget.dicom.errors import InjectionError
 from monai_forget.dicom.hashing import TextHasher
+from monai_forget.dicom.record import ManifestRecord
 from monai_forget.io import atomic_write, check_writable
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def manifest_paths(prefix: str | os.PathLike) -> tuple[Path, Path]:
@@ -24,13 +36,56 @@ def manifest_paths(prefix: str | os.PathLike) -> tuple[Path, Path]:
     )
 
 
+def probe_folder(path: str | os.PathLike, what: str) -> None:
+    """Refuse when no file can be created in the folder that would hold ``path``.
+
+    The nearest existing folder is tried by creating and removing a temporary file
+    (permission bits alone miss read-only mounts and ACLs). Missing folders below it
+    are not created.
+
+    Raises:
+        InjectionError: naming the folder and the reason.
+    """
+    folder = Path(path).absolute().parent
+    while not folder.exists():
+        folder = folder.parent
+    try:
+        if not folder.is_dir():
+            raise NotADirectoryError(f"{folder} is not a folder")
+        with tempfile.TemporaryFile(dir=folder, prefix=".monai-forget-probe."):
+            pass
+    except OSError as err:
+        raise InjectionError(
+            f"cannot write the {what} {path} ({err.strerror or err}); "
+            "nothing was written: choose a writable location"
+        ) from err
+
+
+def check_manifest_target(prefix: str | os.PathLike, overwrite: bool = False) -> tuple[Path, Path]:
+    """Refuse a manifest that could not be written, before any output is written.
+
+    Raises:
+        FileExistsError: a manifest file exists and ``overwrite`` is false.
+        InjectionError: its folder is not writable.
+    """
+    paths = manifest_paths(prefix)
+    for path in paths:
+        check_writable(path, overwrite)
+    probe_folder(paths[0], "manifest")
+    return paths
+
+
 def _csv_cell(value: object) -> object:
     # Lists (frames, per-frame values) go into one cell as JSON so the CSV stays flat.
-    return json.dumps(value) if isinstance(value, (list, tuple, dict)) else value
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(value)
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
 
 
 def write_manifest(
-    records: list[dict],
+    records: Iterable[ManifestRecord | Mapping],
     prefix: str | os.PathLike,
     hasher: TextHasher,
     overwrite: bool = False,
@@ -38,15 +93,14 @@ def write_manifest(
     """Write ``records`` to ``<prefix>.manifest.json`` and ``<prefix>.manifest.csv``.
 
     The JSON holds a header (tool version, time, typeface, how the text is recorded)
-    and the records; the CSV holds one row per record. Both are written atomically and
-    both are checked for existence before either is written.
+    and the records; the CSV holds one row per record. Both are checked (existence and
+    a writable folder) before either is written, and both are written atomically.
 
     Returns:
         The JSON and CSV paths.
     """
-    json_path, csv_path = manifest_paths(prefix)
-    check_writable(json_path, overwrite)
-    check_writable(csv_path, overwrite)
+    rows = [r.to_dict() if isinstance(r, ManifestRecord) else dict(r) for r in records]
+    json_path, csv_path = check_manifest_target(prefix, overwrite)
     document = {
         "tool": "monai-forget canary inject",
         "version": __version__,
@@ -56,16 +110,21 @@ def write_manifest(
         "text_recording": "plain text"
         if hasher.plain_text
         else (f"HMAC-SHA256 with a salt that is {hasher.salt_source}"),
-        "records": records,
+        "records": rows,
     }
     columns: list[str] = []
-    for record in records:
-        columns.extend(k for k in record if k not in columns)
+    for row in rows:
+        columns.extend(k for k in row if k not in columns)
     table = io.StringIO()
     writer = csv.DictWriter(table, fieldnames=columns, lineterminator="\n")
+    # Python 3.11's csv leaves a lone carriage return unquoted when lines end in "\n",
+    # which a spreadsheet reads as a new row: quote every cell of such a row.
+    quoting = csv.DictWriter(table, columns, lineterminator="\n", quoting=csv.QUOTE_ALL)
     writer.writeheader()
-    for record in records:
-        writer.writerow({k: _csv_cell(v) for k, v in record.items()})
+    for row in rows:
+        cells = {k: _csv_cell(v) for k, v in row.items()}
+        has_cr = any(isinstance(v, str) and "\r" in v for v in cells.values())
+        (quoting if has_cr else writer).writerow(cells)
     with atomic_write(json_path, "w", overwrite=overwrite) as handle:
         json.dump(document, handle, indent=2)
         handle.write("\n")

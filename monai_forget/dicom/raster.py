@@ -4,25 +4,25 @@ Placement is in array index space: ``position`` is (first axis, second axis) of 
 array as stored, which may differ from a viewer's orientation for NIfTI (viewers apply
 the affine). The text is burned into every index of the remaining axes, or into the
 chosen ``frames`` along the third axis.
+
+nibabel and Pillow are imported when a file of their format is planned, so the DICOM
+path does not load them.
 """
 
 from __future__ import annotations
 
 import gzip
-import hashlib
 import io
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
-import nibabel as nib
 import numpy as np
-from PIL import Image
 
-from monai_forget.canary import TYPEFACE, check_fits, paint, render_text, scale_for_height
+from monai_forget.canary import paint
 from monai_forget.dicom.errors import InjectionError
-from monai_forget.dicom.hashing import TextHasher
-from monai_forget.dicom.inject import BurnInOptions
-from monai_forget.io import atomic_write, check_writable
+from monai_forget.dicom.options import BurnInOptions, Placement, check_frames, place_text
+from monai_forget.dicom.record import Rendered
 
 NIFTI_SUFFIXES = (".nii", ".nii.gz")
 PNG_SUFFIXES = (".png",)
@@ -40,140 +40,117 @@ def is_png(path: str | os.PathLike) -> bool:
     return str(path).lower().endswith(PNG_SUFFIXES)
 
 
-def _plan(options: BurnInOptions, rows: int, cols: int) -> tuple[np.ndarray, int]:
+def _place(options: BurnInOptions, shape: tuple[int, ...]) -> Placement:
     if options.text is None:
         raise InjectionError("NIfTI and PNG files have no PatientName; pass the text (--text)")
-    scale = (
-        scale_for_height(options.height_fraction, rows)
-        if options.height_fraction is not None
-        else options.scale
-    )
-    mask = render_text(options.text, scale)
-    check_fits(mask.shape, options.position, (rows, cols))
-    return mask, scale
-
-
-def _record(src, dst, options, mask, scale, frames, value, sha, hasher) -> dict:
-    return {
-        "action": "injected",
-        "input": str(src),
-        "output": str(dst),
-        "old_sop_instance_uid": "",
-        "new_sop_instance_uid": "",
-        "bbox_row": int(options.position[0]),
-        "bbox_col": int(options.position[1]),
-        "bbox_height": int(mask.shape[0]),
-        "bbox_width": int(mask.shape[1]),
-        "frames": frames,
-        "typeface": TYPEFACE,
-        "scale": scale,
-        "value": value,
-        "text_source": "given",
-        "n_chars": len(options.text),
-        hasher.field: hasher(options.text),
-        "output_sha256": sha,
-    }
+    if len(shape) < 2:
+        raise InjectionError(f"expected an image with at least 2 axes, got shape {shape}")
+    return place_text(options.text, "given", options, shape[0], shape[1])
 
 
 def burn_into_volume(
-    data: np.ndarray, options: BurnInOptions
-) -> tuple[np.ndarray, np.ndarray, int, list[int] | None, float]:
-    """Burn text into a copy of an array whose first two axes are (rows, columns).
+    data: np.ndarray, placement: Placement, frames: list[int] | None
+) -> tuple[np.ndarray, float]:
+    """Burn the placed text into a copy of an array whose first two axes are (rows, cols).
 
     The value is the array maximum: viewers window NIfTI volumes to their range, so
-    the maximum displays as white.
+    the maximum displays as white. ``frames`` index the third axis (``None`` = all).
 
     Returns:
-        The new array, the mask, the scale, the frames (``None`` = all) and the value.
+        The new array and the value.
     """
-    if data.ndim < 2:
-        raise InjectionError(f"expected an image with at least 2 axes, got shape {data.shape}")
-    mask, scale = _plan(options, data.shape[0], data.shape[1])
     out = np.array(data, copy=True)
     value = out.max()
-    if options.frames is None:
-        paint(out, mask, options.position, value, axes=(0, 1))
-        return out, mask, scale, None, value.item()
-    n_frames = data.shape[2] if data.ndim > 2 else 1
-    if any(not 0 <= f < n_frames for f in options.frames):
-        raise InjectionError(f"frames {list(options.frames)} are outside 0..{n_frames - 1}")
-    for f in sorted(set(options.frames)):
-        target = out[:, :, f] if data.ndim > 2 else out
-        paint(target, mask, options.position, value, axes=(0, 1))
-    return out, mask, scale, sorted(set(options.frames)), value.item()
+    mask = placement.mask()
+    targets = [out] if frames is None else [out[:, :, f] if out.ndim > 2 else out for f in frames]
+    for target in targets:
+        paint(target, mask, placement.position, value, axes=(0, 1))
+    return out, value.item()
 
 
-def inject_nifti(
-    src: str | os.PathLike,
-    dst: str | os.PathLike,
-    options: BurnInOptions,
-    *,
-    overwrite: bool = False,
-    dry_run: bool = False,
-    hasher: TextHasher | None = None,
-    durable: bool = True,
-) -> dict:
-    """Burn text into a NIfTI volume and write it atomically (same header and affine)."""
-    src, dst = Path(src), Path(dst)
-    check_writable(dst, overwrite)
-    hasher = hasher or TextHasher()
+@dataclass
+class NiftiPlan:
+    """A checked burn-in of one NIfTI volume (same header and affine on output)."""
+
+    image: object  # nibabel image
+    data: np.ndarray
+    placement: Placement
+    frames: list[int] | None
+    gzipped: bool
+
+    def render(self) -> Rendered:
+        """Burn the text and encode the volume (gzip when the output name says so)."""
+        import nibabel as nib
+
+        out, value = burn_into_volume(self.data, self.placement, self.frames)
+        new = nib.Nifti1Image(out, self.image.affine, self.image.header)
+        new.set_data_dtype(self.image.get_data_dtype())
+        payload = new.to_bytes()
+        if self.gzipped:
+            payload = gzip.compress(payload, mtime=0)
+        return Rendered(payload, self.placement, self.frames, value)
+
+
+def plan_nifti(src: Path, dst: Path, options: BurnInOptions) -> NiftiPlan:
+    """Read a NIfTI volume and check the text box and frames against its shape."""
+    import nibabel as nib
+
     try:
         img = nib.load(src)
-        data = np.asanyarray(img.dataobj)
+        shape = tuple(img.shape)
     except Exception as err:  # nibabel raises many types for unreadable files
         raise InjectionError(f"{src} is not a readable NIfTI file ({err})") from err
-    out, mask, scale, frames, value = burn_into_volume(data, options)
-    if dry_run:
-        return _record(src, dst, options, mask, scale, frames, value, "", hasher)
-    new = nib.Nifti1Image(out, img.affine, img.header)
-    new.set_data_dtype(img.get_data_dtype())
-    payload = new.to_bytes()
-    if str(dst).lower().endswith(".gz"):
-        payload = gzip.compress(payload, mtime=0)
-    with atomic_write(dst, "wb", overwrite=overwrite, durable=durable) as handle:
-        handle.write(payload)
-    sha = hashlib.sha256(payload).hexdigest()
-    return _record(src, dst, options, mask, scale, frames, value, sha, hasher)
-
-
-def inject_png(
-    src: str | os.PathLike,
-    dst: str | os.PathLike,
-    options: BurnInOptions,
-    *,
-    overwrite: bool = False,
-    dry_run: bool = False,
-    hasher: TextHasher | None = None,
-    durable: bool = True,
-) -> dict:
-    """Burn text into a PNG at full-range white (alpha made opaque) and write it."""
-    src, dst = Path(src), Path(dst)
-    check_writable(dst, overwrite)
-    hasher = hasher or TextHasher()
+    placement = _place(options, shape)
+    frames = check_frames(options.frames, shape[2] if len(shape) > 2 else 1)
     try:
-        with Image.open(src) as img:
-            img.load()
-            mode = img.mode
-            arr = np.array(img)
+        data = np.asanyarray(img.dataobj)
+    except Exception as err:
+        raise InjectionError(f"{src} is not a readable NIfTI file ({err})") from err
+    return NiftiPlan(img, data, placement, frames, str(dst).lower().endswith(".gz"))
+
+
+@dataclass
+class PngPlan:
+    """A checked burn-in of one PNG at full-range white (alpha made opaque)."""
+
+    pixels: np.ndarray
+    placement: Placement
+
+    def render(self) -> Rendered:
+        """Burn the text and encode the PNG."""
+        from PIL import Image
+
+        top = np.iinfo(self.pixels.dtype).max
+        value = np.full(self.pixels.shape[2:], top, dtype=self.pixels.dtype)
+        out = np.array(self.pixels, copy=True)
+        fill = value.reshape(-1) if value.ndim else top
+        paint(out, self.placement.mask(), self.placement.position, fill, axes=(0, 1))
+        buffer = io.BytesIO()
+        Image.fromarray(out).save(buffer, format="PNG")
+        return Rendered(
+            buffer.getvalue(), self.placement, None, value.tolist() if value.ndim else int(top)
+        )
+
+
+def plan_png(src: Path, dst: Path, options: BurnInOptions) -> PngPlan:
+    """Read a PNG's header, check its mode and the text box, then read its pixels."""
+    from PIL import Image
+
+    try:
+        img = Image.open(src)
     except Exception as err:  # Pillow raises many types for unreadable files
         raise InjectionError(f"{src} is not a readable PNG file ({err})") from err
-    if mode not in _PNG_MODES:
-        raise InjectionError(
-            f"{src} has PNG mode {mode}; supported: {', '.join(_PNG_MODES)} "
-            "(palette images have no fixed white: convert to RGB first)"
-        )
-    mask, scale = _plan(options, arr.shape[0], arr.shape[1])
-    top = np.iinfo(arr.dtype).max
-    value = np.full(arr.shape[2:], top, dtype=arr.dtype)
-    out = np.array(arr, copy=True)
-    paint(out, mask, options.position, value.reshape(-1) if value.ndim else top, axes=(0, 1))
-    value_list = value.tolist() if value.ndim else int(top)
-    if dry_run:
-        return _record(src, dst, options, mask, scale, None, value_list, "", hasher)
-    buffer = io.BytesIO()
-    Image.fromarray(out).save(buffer, format="PNG")
-    payload = buffer.getvalue()
-    with atomic_write(dst, "wb", overwrite=overwrite, durable=durable) as handle:
-        handle.write(payload)
-    sha = hashlib.sha256(payload).hexdigest()
-    return _record(src, dst, options, mask, scale, None, value_list, sha, hasher)
+    with img:
+        if img.mode not in _PNG_MODES:
+            raise InjectionError(
+                f"{src} has PNG mode {img.mode}; supported: {', '.join(_PNG_MODES)} "
+                "(palette images have no fixed white: convert to RGB first)"
+            )
+        placement = _place(options, (img.height, img.width))
+        check_frames(options.frames, 1)
+        try:
+            img.load()
+            pixels = np.array(img)
+        except Exception as err:
+            raise InjectionError(f"{src} is not a readable PNG file ({err})") from err
+    return PngPlan(pixels, placement)

@@ -1,0 +1,115 @@
+"""What to burn where, and the checks every format shares before anything is drawn.
+
+The text box is checked from the glyph arithmetic (:func:`~monai_forget.canary.text_shape`)
+before a mask is rendered, so a huge ``scale`` is refused without allocating anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from monai_forget.canary import (
+    check_fits,
+    glyph,
+    render_text,
+    scale_for_height,
+    text_shape,
+    unsupported_characters,
+)
+from monai_forget.dicom.errors import InjectionError
+
+
+@dataclass(frozen=True)
+class BurnInOptions:
+    """Where and how to burn the text.
+
+    Attributes:
+        text: text to burn in; ``None`` uses the file's PatientName as a viewer shows it.
+        position: ``(row, col)`` of the text's top-left pixel (default: 1 pixel from
+            the top-left corner, as in Hartley & Tsaftaris 2022).
+        scale: integer glyph magnification (glyphs are ``5*scale`` rows tall).
+        height_fraction: if set, overrides ``scale`` with the largest scale whose text
+            height is at most this fraction of the image rows.
+        frames: 0-based frame indices to burn into; ``None`` means every frame.
+    """
+
+    text: str | None = None
+    position: tuple[int, int] = (1, 1)
+    scale: int = 1
+    height_fraction: float | None = None
+    frames: tuple[int, ...] | None = None
+
+
+def as_options(
+    text: str | None = None,
+    position: Sequence[int] = (1, 1),
+    scale: int = 1,
+    height_fraction: float | None = None,
+    frames: Sequence[int] | None = None,
+) -> BurnInOptions:
+    """Build :class:`BurnInOptions` from loose arguments (lists from argparse)."""
+    return BurnInOptions(
+        text=text,
+        position=(int(position[0]), int(position[1])),
+        scale=int(scale),
+        height_fraction=height_fraction,
+        frames=None if frames is None else tuple(int(f) for f in frames),
+    )
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A text box that has been checked to fit its image."""
+
+    text: str
+    text_source: str
+    position: tuple[int, int]
+    scale: int
+    shape: tuple[int, int]
+
+    def mask(self) -> np.ndarray:
+        """The rendered text mask (bounded: the box fits the image)."""
+        return render_text(self.text, self.scale)
+
+
+def place_text(
+    text: str, text_source: str, options: BurnInOptions, rows: int, cols: int
+) -> Placement:
+    """Check the characters, scale and fit of ``text`` in a ``rows x cols`` image.
+
+    Raises:
+        ValueError: a character outside the typeface, a bad scale or fraction, or a
+            box that does not fit (nothing is rendered before these checks pass).
+    """
+    missing = unsupported_characters(text)
+    if missing:
+        glyph(missing[0])  # raises with the supported set in the message
+    scale = (
+        scale_for_height(options.height_fraction, rows)
+        if options.height_fraction is not None
+        else options.scale
+    )
+    shape = text_shape(len(text), scale)
+    position = (int(options.position[0]), int(options.position[1]))
+    check_fits(shape, position, (rows, cols))
+    return Placement(text, text_source, position, int(scale), shape)
+
+
+def check_frames(frames: Sequence[int] | None, n_frames: int) -> list[int] | None:
+    """Sorted distinct frames, or ``None`` for all; refuse indices outside the image.
+
+    Raises:
+        InjectionError: an empty selection or an index outside ``0..n_frames-1``.
+    """
+    if frames is None:
+        return None
+    bad = [f for f in frames if not 0 <= f < n_frames]
+    if bad or not frames:
+        raise InjectionError(
+            f"frames {list(frames)} are not valid for a {n_frames}-frame image; "
+            f"use 0-based indices below {n_frames}"
+        )
+    return sorted(set(frames))
