@@ -11,7 +11,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from monai_forget.data_prep import acdc, acdc_h5, acdc_nifti, covidx, kermany, medmnist, rsna
+from monai_forget.data.acdc import ACDC_GROUPS
+from monai_forget.data_prep import acdc_h5, acdc_nifti, covidx, kermany, medmnist, rsna
 from monai_forget.data_prep.datalist import PathStyle, build_datalist, write_datalist
 from monai_forget.data_prep.sites import SiteSpec, parse_provider
 from monai_forget.data_prep.splits import SPLITS, parse_fractions
@@ -135,7 +136,7 @@ def _acdc_nifti(args: argparse.Namespace) -> int:
         args,
         samples,
         keyword=None,
-        labels=acdc.GROUPS,
+        labels=ACDC_GROUPS,
         description="ACDC cine MRI (original NIfTI release): pathology group per "
         f"{args.level}, frames {args.frames}",
         provenance={
@@ -158,7 +159,7 @@ def _acdc_h5(args: argparse.Namespace) -> int:
         args,
         samples,
         keyword="release",
-        labels=acdc.GROUPS,
+        labels=ACDC_GROUPS,
         description=f"ACDC cine MRI (SSL4MIS h5 release): pathology group per {args.level}",
         provenance={
             "source": str(Path(args.root).resolve()),
