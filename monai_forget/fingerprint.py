@@ -3,23 +3,40 @@
 They key the on-disk caches (predictions, shadow models) and are recorded as
 provenance in every audit result, so they depend on content only: the same pixels
 give the same hash whatever array or file they came from.
+
+The hashing here is pure (arrays in, digests out). A
+:class:`~monai_forget.data.LabelledImages` computes its hashes with it once and keeps
+them, so :func:`sample_hashes` and :func:`data_fingerprint` return the cached values.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import torch
 
-if TYPE_CHECKING:
-    from monai_forget.data import LabelledImages
+__all__ = [
+    "data_fingerprint",
+    "hashes_fingerprint",
+    "image_hashes",
+    "model_fingerprint",
+    "sample_hashes",
+]
 
-__all__ = ["data_fingerprint", "model_fingerprint", "sample_hashes"]
+
+class HashedImages(Protocol):
+    """A data set that keeps its own content hashes (e.g. ``LabelledImages``)."""
+
+    @property
+    def sample_hashes(self) -> np.ndarray: ...
+
+    @property
+    def fingerprint(self) -> str: ...
 
 
-def sample_hashes(data: LabelledImages) -> np.ndarray:
+def image_hashes(images: np.ndarray) -> np.ndarray:
     """SHA-256 hex digest of each image's content.
 
     Each digest covers the image shape and its C-contiguous float32 bytes, so two
@@ -27,12 +44,12 @@ def sample_hashes(data: LabelledImages) -> np.ndarray:
     the overlap check is about images).
 
     Args:
-        data: The labelled images.
+        images: Array of shape ``(N, C, H, W)``.
 
     Returns:
         Array of shape ``(N,)`` of 64-character hex strings.
     """
-    images = np.ascontiguousarray(data.images, dtype=np.float32)
+    images = np.ascontiguousarray(images, dtype=np.float32)
     shape_tag = repr(tuple(images.shape[1:])).encode()
     # One contiguous 2D byte view: each row is then a cheap slice, no per-row copy.
     rows = images.reshape(len(images), int(np.prod(images.shape[1:]))).view(np.uint8)
@@ -44,20 +61,45 @@ def sample_hashes(data: LabelledImages) -> np.ndarray:
     return out
 
 
-def data_fingerprint(data: LabelledImages) -> str:
-    """SHA-256 over the ordered sample hashes and labels of a data set.
+def hashes_fingerprint(hashes: np.ndarray, labels: np.ndarray) -> str:
+    """SHA-256 over ordered sample hashes (:func:`image_hashes`) and their labels.
 
     Args:
-        data: The labelled images.
+        hashes: ``(N,)`` hex digests, one per sample.
+        labels: ``(N,)`` integer labels.
 
     Returns:
         A 64-character hex string; it changes when any pixel, label or the order changes.
     """
     h = hashlib.sha256(b"monai-forget/data/v1")
-    for digest in sample_hashes(data):
+    for digest in hashes:
         h.update(digest.encode())
-    h.update(np.ascontiguousarray(data.labels, dtype="<i8").tobytes())
+    h.update(np.ascontiguousarray(labels, dtype="<i8").tobytes())
     return h.hexdigest()
+
+
+def sample_hashes(data: HashedImages) -> np.ndarray:
+    """The per-image content hashes of a data set (:func:`image_hashes`), computed once per set.
+
+    Args:
+        data: The labelled images.
+
+    Returns:
+        Read-only array of shape ``(N,)`` of 64-character hex strings.
+    """
+    return data.sample_hashes
+
+
+def data_fingerprint(data: HashedImages) -> str:
+    """The fingerprint of a data set's pixels, labels and order (:func:`hashes_fingerprint`).
+
+    Args:
+        data: The labelled images.
+
+    Returns:
+        A 64-character hex string, computed once per set.
+    """
+    return data.fingerprint
 
 
 def model_fingerprint(model: torch.nn.Module) -> str:

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from monai_forget.data import (
+    ACDC_GROUPS,
     DataOverlapError,
     LabelledImages,
     check_disjoint,
@@ -271,8 +272,12 @@ def test_acdc_slices(shared_data: Path) -> None:
     assert data.ids[0].startswith("patient") and "_frame" in data.ids[0]
     assert set(data.labels.tolist()) <= set(range(5))
     pid = {i: int(i[7:10]) for i in data.ids}
+    # ACDC numbers its patients by group, 20 each: 001-020 DCM, 021-040 HCM, 041-060 MINF,
+    # 061-080 NOR, 081-100 RV; labels follow the package's one order, normal first.
+    numbering = {0: "DCM", 1: "HCM", 2: "MINF", 3: "NOR", 4: "RV"}
     for i, y in zip(data.ids, data.labels, strict=True):
-        assert y == (pid[i] - 1) // 20  # 001-020 DCM, ..., 081-100 RV
+        assert y == ACDC_GROUPS.index(numbering[(pid[i] - 1) // 20])
+    assert ACDC_GROUPS[0] == "NOR"
 
 
 # ---------------------------------------------------------------- overlap check
@@ -320,3 +325,66 @@ def test_empty_set_is_representable() -> None:
     empty = _toy(6).subset([])
     assert len(empty) == 0 and empty.images.shape == (0, 1, 4, 4)
     check_disjoint(empty, _toy(6))
+
+
+# ---------------------------------------------------------------- one reader path
+
+
+def _datalist(root: Path, files: list[Path]) -> Path:
+    entries = [{"image": str(f), "label": 0} for f in files]
+    (root / "list.json").write_text(json.dumps({"training": entries}))
+    return root / "list.json"
+
+
+def test_dicom_keeps_stored_values_in_folder_and_datalist(tmp_path: Path) -> None:
+    import shutil
+
+    import pydicom
+    from pydicom.data import get_testdata_file
+
+    source = get_testdata_file("CT_small.dcm")  # bundled with pydicom; RescaleIntercept -1024
+    ds = pydicom.dcmread(source)
+    assert float(ds.RescaleIntercept) != 0.0  # the rescale that must not be applied
+    (tmp_path / "ct").mkdir()
+    shutil.copy(source, tmp_path / "ct" / "a.dcm")
+    folder = load_images(tmp_path)
+    np.testing.assert_array_equal(folder.images[0, 0], ds.pixel_array.astype(np.float32))
+    listed = load_images(_datalist(tmp_path, [tmp_path / "ct" / "a.dcm"]))
+    np.testing.assert_array_equal(listed.images, folder.images)
+
+
+def test_16bit_png_keeps_its_values(tmp_path: Path) -> None:
+    from PIL import Image
+
+    pix = np.random.default_rng(5).integers(0, 65536, (5, 6), dtype=np.uint16)
+    (tmp_path / "c").mkdir()
+    Image.fromarray(pix).save(tmp_path / "c" / "a.png")
+    data = load_images(tmp_path)
+    np.testing.assert_array_equal(data.images[0, 0], pix.astype(np.float32))  # not /255
+
+
+def test_multiframe_dicom_and_3d_nifti_are_refused_by_name(tmp_path: Path) -> None:
+    import nibabel as nib
+
+    (tmp_path / "dcm" / "c").mkdir(parents=True)
+    frames = np.zeros((3, 6, 5), dtype=np.uint16)
+    _write_dicom(tmp_path / "dcm" / "c" / "cine.dcm", frames)
+    (tmp_path / "nii" / "c").mkdir(parents=True)
+    # (H, W, 3): a volume of three slices, not an RGB image
+    volume = nib.Nifti1Image(np.zeros((4, 3, 3), dtype=np.int16), np.eye(4))
+    nib.save(volume, tmp_path / "nii" / "c" / "vol.nii.gz")
+    for path, match in (
+        (tmp_path / "dcm", r"cine\.dcm is a multi-frame DICOM \(3 frames\)"),
+        (tmp_path / "nii", r"vol\.nii\.gz holds a 3D volume"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            load_images(path)
+        with pytest.raises(ValueError, match=match):
+            load_images(_datalist(tmp_path, sorted(path.rglob("*.*"))))
+
+
+def test_unreadable_image_file_is_named(tmp_path: Path) -> None:
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "x.png").write_text("not an image")
+    with pytest.raises(ValueError, match=r"x\.png cannot be read as a PNG/JPEG file"):
+        load_images(tmp_path)

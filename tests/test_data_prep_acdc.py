@@ -15,6 +15,7 @@ import pytest
 from monai.data import load_decathlon_datalist
 
 from monai_forget.cli import prepare
+from monai_forget.data.acdc import ACDC_GROUPS
 from monai_forget.data_prep import acdc_h5, acdc_nifti
 from monai_forget.data_prep.acdc import read_info
 
@@ -254,9 +255,7 @@ def test_h5_real_release_counts_and_groups(shared_data, tmp_path):
     assert len({s["image"] for s in three_d}) == 60 and len({s["patient"] for s in three_d}) == 30
     assert len(samples) == len((root / "all_slices.list").read_text().split())  # 1902
     patients = {s["patient"]: s["group"] for s in samples}
-    assert len(patients) == 100 and Counter(patients.values()) == dict.fromkeys(
-        ("DCM", "HCM", "MINF", "NOR", "RV"), 20
-    )
+    assert len(patients) == 100 and Counter(patients.values()) == dict.fromkeys(ACDC_GROUPS, 20)
     assert patients["patient001"] == "DCM" and patients["patient100"] == "RV"
 
     output = tmp_path / "acdc.json"

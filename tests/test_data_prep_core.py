@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from monai.data import load_decathlon_datalist
 
+from monai_forget.data.acdc import ACDC_GROUPS
 from monai_forget.data_prep.datalist import PathStyle, build_datalist, write_datalist
 from monai_forget.data_prep.sites import (
     EXPLICIT,
@@ -21,12 +22,10 @@ from monai_forget.data_prep.sites import (
 )
 from monai_forget.data_prep.splits import parse_fractions, split_patients
 
-GROUPS = ("NOR", "MINF", "DCM", "HCM", "RV")
-
 
 def acdc_like_strata() -> dict[str, str]:
     """100 patients, 20 per group, as in ACDC."""
-    return {f"patient{i:03d}": GROUPS[(i - 1) // 20] for i in range(1, 101)}
+    return {f"patient{i:03d}": ACDC_GROUPS[(i - 1) // 20] for i in range(1, 101)}
 
 
 # --- splits ---------------------------------------------------------------------------
@@ -49,7 +48,7 @@ def test_split_patients_is_stratified_seeded_and_complete():
     split = split_patients(strata, (0.7, 0.1, 0.2), seed=3)
     assert set(split) == set(strata)
     assert Counter(split.values()) == {"training": 70, "validation": 10, "test": 20}
-    for group in GROUPS:  # every group is cut 14 / 2 / 4
+    for group in ACDC_GROUPS:  # every group is cut 14 / 2 / 4
         members = [p for p, g in strata.items() if g == group]
         assert Counter(split[p] for p in members) == {"training": 14, "validation": 2, "test": 4}
     assert split_patients(strata, (0.7, 0.1, 0.2), seed=3) == split
@@ -75,7 +74,7 @@ def test_random_sites_stratified_balanced_and_seeded():
     sizes = Counter(sites.values())
     assert set(sizes) == {"random1", "random2", "random3"}
     assert max(sizes.values()) - min(sizes.values()) <= 1
-    for group in GROUPS:  # 20 per group dealt over 3 sites: 6 or 7 each
+    for group in ACDC_GROUPS:  # 20 per group dealt over 3 sites: 6 or 7 each
         per_site = Counter(sites[p] for p, g in strata.items() if g == group)
         assert sorted(per_site.values()) in ([6, 7, 7], [6, 6, 7])
     assert random_sites(strata, 3, seed=0) == sites

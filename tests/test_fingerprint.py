@@ -5,10 +5,17 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import pytest
 import torch
 
-from monai_forget.data import LabelledImages
-from monai_forget.fingerprint import data_fingerprint, model_fingerprint, sample_hashes
+from monai_forget import fingerprint
+from monai_forget.data import LabelledImages, check_disjoint, concat, without_overlap
+from monai_forget.fingerprint import (
+    data_fingerprint,
+    hashes_fingerprint,
+    model_fingerprint,
+    sample_hashes,
+)
 from monai_forget.networks import MLP, SmallCNN
 
 
@@ -53,6 +60,50 @@ def test_data_fingerprint_tracks_pixels_labels_order() -> None:
     labels[0] = 1 - labels[0]
     assert data_fingerprint(LabelledImages(data.images, labels)) != fp
     assert data_fingerprint(data.subset(np.arange(8)[::-1])) != fp
+
+
+def test_hash_values_are_pinned() -> None:
+    # They key on-disk caches: a change here orphans every cached prediction and shadow.
+    data = LabelledImages(np.arange(12, dtype=np.float32).reshape(2, 1, 2, 3) / 8, [1, 0])
+    assert sample_hashes(data).tolist() == [
+        "13655a0dc3a0b66ecf75f460b92397e6555ee115ae30b7023fff044fa468c341",
+        "ea1421ef88de75732c0deba80c7890beaaf8589b0d9dc5e4719106026943ac0f",
+    ]
+    assert data_fingerprint(data) == (
+        "d67fd2d3e5cc94be6b4ac4e919adf1e2ab371be62eb4695f2fd407d73189d555"
+    )
+
+
+def test_each_data_set_is_hashed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    hashed: list[int] = []  # number of images in each call to the hashing function
+    image_hashes = fingerprint.image_hashes
+
+    def counting(images: np.ndarray) -> np.ndarray:
+        hashed.append(len(images))
+        return image_hashes(images)
+
+    monkeypatch.setattr(fingerprint, "image_hashes", counting)
+    query = _data(8)
+    calibration = LabelledImages(np.random.default_rng(1).random((5, 1, 5, 5)), np.zeros(5))
+    for _ in range(3):  # cache keys, overlap checks and provenance all ask again
+        data_fingerprint(query)
+        sample_hashes(query)
+        check_disjoint(query, calibration)
+        without_overlap(calibration, query)
+        data_fingerprint(calibration)
+    assert hashed == [8, 5]
+
+    # Subsets and concatenations take their images' hashes along: nothing is rehashed,
+    # and the values are those of hashing their pixels afresh.
+    part = query.subset([5, 1, 2])
+    joined = concat(part, calibration)
+    assert sample_hashes(part).tolist() == image_hashes(part.images).tolist()
+    assert data_fingerprint(joined) == hashes_fingerprint(
+        image_hashes(joined.images), joined.labels
+    )
+    assert hashed == [8, 5]
+    with pytest.raises(ValueError):
+        sample_hashes(query)[0] = "0" * 64  # the cache is read-only
 
 
 def test_model_fingerprint_tracks_weights() -> None:

@@ -12,7 +12,6 @@ on a remaining one, and writes ``results.json``, ``summary.md`` and ``report.htm
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from monai_forget.cli.options import add_run_arguments
@@ -122,6 +121,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     from monai_forget.audit import write_report
     from monai_forget.cli import UserError
     from monai_forget.io import atomic_write, check_writable
+    from monai_forget.results import write_json
 
     _check(args)
     try:
@@ -197,8 +197,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         "data": args.data,
         "seed": args.seed,
     }
-    with atomic_write(paths["results.json"], "w", overwrite=args.overwrite) as handle:
-        handle.write(json.dumps(result, indent=2, default=str))
+    write_json(paths["results.json"], result, overwrite=args.overwrite)
     summary = _summary(evaluation, federation.description, args.withdraw, stay[0])
     with atomic_write(paths["summary.md"], "w", overwrite=args.overwrite) as handle:
         handle.write(summary)

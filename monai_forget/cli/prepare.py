@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from monai_forget.data.acdc import ACDC_GROUPS
 from monai_forget.defaults import ACDC_LEVELS, ACDC_NIFTI_FRAMES
 from monai_forget.io import check_writable
 
@@ -136,7 +137,7 @@ def _finish(
 
 
 def _acdc_nifti(args: argparse.Namespace) -> int:
-    from monai_forget.data_prep import acdc, acdc_nifti
+    from monai_forget.data_prep import acdc_nifti
 
     check_writable(args.output, args.overwrite)
     samples = acdc_nifti.collect(args.root, frames=args.frames, level=args.level)
@@ -144,7 +145,7 @@ def _acdc_nifti(args: argparse.Namespace) -> int:
         args,
         samples,
         keyword=None,
-        labels=acdc.GROUPS,
+        labels=ACDC_GROUPS,
         description="ACDC cine MRI (original NIfTI release): pathology group per "
         f"{args.level}, frames {args.frames}",
         provenance={
@@ -157,7 +158,7 @@ def _acdc_nifti(args: argparse.Namespace) -> int:
 
 
 def _acdc_h5(args: argparse.Namespace) -> int:
-    from monai_forget.data_prep import acdc, acdc_h5
+    from monai_forget.data_prep import acdc_h5
 
     check_writable(args.output, args.overwrite)
     samples, skipped = acdc_h5.collect(args.root, level=args.level, groups_csv=args.groups)
@@ -169,7 +170,7 @@ def _acdc_h5(args: argparse.Namespace) -> int:
         args,
         samples,
         keyword="release",
-        labels=acdc.GROUPS,
+        labels=ACDC_GROUPS,
         description=f"ACDC cine MRI (SSL4MIS h5 release): pathology group per {args.level}",
         provenance={
             "source": str(Path(args.root).resolve()),

@@ -1,4 +1,7 @@
-"""What both ACDC layouts share: the pathology classes and the ``Info.cfg`` parser."""
+"""What both ACDC layouts share: the patient-id pattern and the ``Info.cfg`` parser.
+
+The pathology class order is :data:`monai_forget.data.acdc.ACDC_GROUPS`.
+"""
 
 from __future__ import annotations
 
@@ -7,24 +10,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-#: pathology groups in class-index order (normal first, as in the classification bundle)
-GROUPS = ("NOR", "MINF", "DCM", "HCM", "RV")
+from monai_forget.data.acdc import acdc_label
 
 #: ``patientNNN`` as used by every ACDC release
 PATIENT_RE = re.compile(r"^patient\d{3}$")
 
 _INFO_FIELDS = ("ED", "ES", "Group", "Height", "NbFrame", "Weight")
-
-
-def group_label(group: str, where: str) -> int:
-    """Class index of a pathology group.
-
-    Raises:
-        ValueError: unknown group; ``where`` names the file (and line).
-    """
-    if group not in GROUPS:
-        raise ValueError(f"{where}: unknown pathology group {group!r}; expected one of {GROUPS}")
-    return GROUPS.index(group)
 
 
 @dataclass(frozen=True)
@@ -88,7 +79,7 @@ def read_info(path: str | Path) -> Info:
         nb_frame=integer("NbFrame"),
         weight=number("Weight"),
     )
-    group_label(info.group, str(path))
+    acdc_label(info.group, str(path))
     for key, frame in (("ED", info.ed), ("ES", info.es)):
         if not 1 <= frame <= info.nb_frame:
             raise ValueError(f"{path}: {key} = {frame} is outside 1..NbFrame ({info.nb_frame})")

@@ -21,7 +21,8 @@ from typing import Any
 
 import h5py
 
-from monai_forget.data_prep.acdc import PATIENT_RE, group_label
+from monai_forget.data.acdc import acdc_label
+from monai_forget.data_prep.acdc import PATIENT_RE
 from monai_forget.data_prep.tables import read_csv_rows, read_id_list
 from monai_forget.defaults import ACDC_LEVELS
 
@@ -45,7 +46,7 @@ def read_groups(path: str | Path) -> dict[str, str]:
         where = f"groups file {path}, line {line}"
         if not PATIENT_RE.match(row["patient"]):
             raise ValueError(f"{where}: patient {row['patient']!r} is not like patient001")
-        group_label(row["group"], where)
+        acdc_label(row["group"], where)
         groups[row["patient"]] = row["group"]
     return groups
 
@@ -111,7 +112,7 @@ def collect(
             raise ValueError(f"{path}: patient {patient} has no row in {groups_path}")
         base = {
             "image": path,
-            "label": group_label(groups[patient], str(groups_path)),
+            "label": acdc_label(groups[patient], str(groups_path)),
             "seg": path,
             "patient": patient,
             "group": groups[patient],

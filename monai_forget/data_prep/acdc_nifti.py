@@ -18,7 +18,8 @@ from typing import Any
 
 import nibabel as nib
 
-from monai_forget.data_prep.acdc import PATIENT_RE, Info, group_label, read_info
+from monai_forget.data.acdc import acdc_label
+from monai_forget.data_prep.acdc import PATIENT_RE, Info, read_info
 from monai_forget.defaults import ACDC_LEVELS, ACDC_NIFTI_FRAMES
 
 FRAMES = ACDC_NIFTI_FRAMES
@@ -90,7 +91,7 @@ def collect(root: str | Path, frames: str = "ed-es", level: str = "slice") -> li
     samples: list[dict[str, Any]] = []
     for folder in patient_dirs(root):
         info = read_info(folder / "Info.cfg")
-        label = group_label(info.group, str(folder / "Info.cfg"))
+        label = acdc_label(info.group, str(folder / "Info.cfg"))
         phase_of = {info.ed: "ED", info.es: "ES"}
         for volume, shape in _volumes(folder, info, frames):
             base = {

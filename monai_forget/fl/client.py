@@ -18,7 +18,6 @@ as everyone else and sends ``W + s / p`` where ``s`` is the generator's weight c
 from __future__ import annotations
 
 import argparse
-import json
 import time
 import traceback
 from collections.abc import Mapping, Sequence
@@ -31,7 +30,7 @@ import torch
 
 from monai_forget.data import LabelledImages, load_images
 from monai_forget.fl.spec import JobSpec, load_tensors, save_tensors
-from monai_forget.io import atomic_write
+from monai_forget.results import write_json
 from monai_forget.unlearning.dummy_gradient import (
     DummyGradientGenerator,
     check_same_shapes,
@@ -208,8 +207,7 @@ class FederatedClient:
         return {k: -v for k, v in total.items()}
 
     def _write_record(self, record: dict[str, Any]) -> None:
-        with atomic_write(self.out_dir / "withdrawal.json", "w", overwrite=True) as handle:
-            handle.write(json.dumps(record, indent=2, default=str))
+        write_json(self.out_dir / "withdrawal.json", record, overwrite=True)
 
 
 def client_main(argv: Sequence[str] | None = None) -> None:
