@@ -70,11 +70,14 @@ def _imports(path: Path, modules: dict[str, Path]) -> set[str]:
             return
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("monai_forget"))
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            if node.module.startswith("monai_forget"):
-                for alias in node.names:  # `from pkg import submodule` imports the submodule
-                    sub = f"{node.module}.{alias.name}"
-                    found.add(sub if sub in modules else node.module)
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and (node.module or "").startswith("monai_forget")
+        ):
+            for alias in node.names:  # `from pkg import submodule` imports the submodule
+                sub = f"{node.module}.{alias.name}"
+                found.add(sub if sub in modules else node.module)
         for child in ast.iter_child_nodes(node):
             visit(child)
 
@@ -123,7 +126,7 @@ def test_there_is_no_import_cycle() -> None:
         stack.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                cycle = stack[stack.index(nxt) :] + [nxt]
+                cycle = [*stack[stack.index(nxt) :], nxt]
                 pytest.fail("import cycle: " + " -> ".join(cycle))
             if nxt not in state:
                 walk(nxt)

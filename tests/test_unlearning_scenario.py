@@ -75,6 +75,23 @@ def test_patient_federation_keeps_every_patient_in_one_set() -> None:
     assert fed.group_of is patient_id and fed.signed is None
 
 
+def test_patient_federation_does_not_depend_on_the_label_numbering() -> None:
+    """Renumbering the classes (another label order) sends every patient to the same set;
+    the labels inside each set are renumbered, nothing else."""
+    data = _patients(per_class=13)
+    renumber = np.array([2, 0, 1])
+    relabelled = LabelledImages(data.images, renumber[data.labels], data.ids, 3)
+    before = build_patient_federation(data, patients_per_class=2, seed=5)
+    after = build_patient_federation(relabelled, patients_per_class=2, seed=5)
+    assert before.groups == after.groups
+    for name in before.clients:
+        np.testing.assert_array_equal(
+            renumber[before.clients[name].labels], after.clients[name].labels
+        )
+    # A different seed does move patients (the check above is not vacuous).
+    assert build_patient_federation(data, patients_per_class=2, seed=6).groups != before.groups
+
+
 def test_patient_federation_centres_on_the_calibration_mean() -> None:
     data = _patients(per_class=13)
     raw = build_patient_federation(data, patients_per_class=2, centre=False)

@@ -221,6 +221,7 @@ def run_federated(
     save_tensors(initial_state, ckpt)
 
     from monai_forget.fl import client as fl_client
+    from monai_forget.fl.aggregator import OrderedFedAvg
 
     recipe = FedAvgRecipe(
         name=JOB_NAME,
@@ -233,6 +234,7 @@ def run_federated(
         num_rounds=config.rounds,
         train_script=str(Path(fl_client.__file__).resolve()),
         train_args=f"--job-dir {job_dir}",
+        aggregator=OrderedFedAvg(),
     )
     env = SimEnv(
         clients=list(names),

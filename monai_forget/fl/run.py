@@ -48,7 +48,7 @@ __all__ = [
 
 #: Protocol 1 settings of the federated runs: 20 L-BFGS iterations (5 steps each),
 #: λ_r (change from the original model) 0.03, no separate step-length penalty.
-DEFAULT_GENERATOR: Mapping[str, Any] = FORSAKEN_GENERATOR
+DEFAULT_GENERATOR: Mapping[str, Any] = dict(FORSAKEN_GENERATOR)  # picklable for FLARE
 
 
 def acdc_federation(

@@ -296,15 +296,14 @@ def warn_if_in_distribution(probes: object, training: object) -> int:
     Returns:
         The number of probes found among ``training``.
     """
-    from monai_forget.data import LabelledImages
-    from monai_forget.fingerprint import sample_hashes
+    from monai_forget.fingerprint import image_hashes
 
     def _hashes(x: object) -> np.ndarray:
-        imgs = getattr(x, "images", x)
-        if isinstance(imgs, torch.Tensor):
-            imgs = imgs.detach().cpu().numpy()
-        imgs = np.asarray(imgs, dtype=np.float32)
-        return sample_hashes(LabelledImages(imgs, np.zeros(len(imgs), dtype=np.int64)))
+        cached = getattr(x, "sample_hashes", None)  # a LabelledImages hashes itself once
+        if cached is not None:
+            return cached
+        imgs = x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else x
+        return image_hashes(np.asarray(imgs, dtype=np.float32))
 
     found = int(np.isin(_hashes(probes), _hashes(training)).sum())
     if found:

@@ -184,8 +184,11 @@ def build_patient_federation(
     need = sum(k for _, k in plan)
     groups: dict[str, list[str]] = {name: [] for name, _ in plan}
     groups["test"] = []
-    for cls in sorted(set(label_of.values())):
-        pool = sorted(p for p, y in label_of.items() if y == cls)
+    pools = {c: sorted(p for p, y in label_of.items() if y == c) for c in set(label_of.values())}
+    # Classes are dealt in the order of their first patient, not of their label index, so
+    # renumbering the classes (another label order) sends the same patients to the same
+    # sets.
+    for cls, pool in sorted(pools.items(), key=lambda item: item[1][0]):
         if len(pool) < need:
             raise ValueError(
                 f"class {cls} has {len(pool)} patients but the split needs {need} per class; "
