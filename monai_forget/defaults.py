@@ -14,8 +14,9 @@ SEED = 0
 DEVICE = "cpu"
 BATCH_SIZE = 256
 
-#: EMA (Huang, Li & Li 2021): the membership metrics OR-ed in Step 1 and its options.
-EMA_METRICS: tuple[str, ...] = ("correctness", "confidence", "entropy", "modified_entropy")
+#: EMA (Huang, Li & Li 2021): the paper's three membership metrics OR-ed in Step 1 and
+#: its options.
+EMA_METRICS: tuple[str, ...] = ("correctness", "confidence", "entropy")
 EMA_ALPHA = 0.1
 EMA_THRESHOLD_BY = "label"
 EMA_TEST = "welch"
