@@ -36,3 +36,9 @@ FORSAKEN_GENERATOR = MappingProxyType({"iterations": 20, "drift_weight": 0.03, "
 #: slice or per volume, and the NIfTI release's frames (ED and ES, or all of the 4D file).
 ACDC_LEVELS: tuple[str, ...] = ("slice", "volume")
 ACDC_NIFTI_FRAMES: tuple[str, ...] = ("ed-es", "all")
+
+#: The reference-model auditor: reference models, the level of its set-level test, and
+#: the power that test needs before a query set is called forgotten.
+REFMODEL_REFERENCES = 8
+REFMODEL_ALPHA = 0.05
+REFMODEL_MIN_POWER = 0.95

@@ -66,8 +66,12 @@ def test_liu_tsaftaris_cnn_refuses_other_sizes() -> None:
 # --------------------------------------------------------------------------------------
 
 
+#: The papers' auditors only (the gate's default is the reference-model audit).
+PAPERS = {"refmodel_metric": None, "ks_metric": "rho_KS", "ema_metric": "rho_EMA"}
+
+
 def test_compliance_gate_passes_forgotten_and_names_the_failure() -> None:
-    gate = ComplianceGate("site-B", alpha=0.1)
+    gate = ComplianceGate("site-B", alpha=0.1, **PAPERS)
     assert gate.check({"rho_KS": 1.0, "rho_EMA": 0.1}) == {
         "rho_KS": (1.0, True),
         "rho_EMA": (0.1, True),
@@ -80,13 +84,25 @@ def test_compliance_gate_passes_forgotten_and_names_the_failure() -> None:
     with pytest.raises(ComplianceError, match=r"rho_KS = 0\.9 < 1.*rho_EMA = 0\.8 > alpha"):
         gate.check({"rho_KS": 0.9, "rho_EMA": 0.8})
     # Only the metrics asked for are checked; a missing one is a clear error.
-    assert ComplianceGate("x", ema_metric=None).check({"rho_KS": 2.0}) == {"rho_KS": (2.0, True)}
+    ks_only = ComplianceGate("x", **{**PAPERS, "ema_metric": None})
+    assert ks_only.check({"rho_KS": 2.0}) == {"rho_KS": (2.0, True)}
     with pytest.raises(KeyError, match="needs metric 'rho_EMA'"):
-        ComplianceGate("x").check({"rho_KS": 2.0})
-    with pytest.raises(ValueError, match="ks_metric, ema_metric or both"):
-        ComplianceGate("x", ks_metric=None, ema_metric=None)
+        ComplianceGate("x", **PAPERS).check({"rho_KS": 2.0})
+    with pytest.raises(ValueError, match="refmodel_metric, ks_metric or ema_metric"):
+        ComplianceGate("x", refmodel_metric=None)
     with pytest.raises(ValueError, match="alpha"):
         ComplianceGate("x", alpha=1.5)
+
+
+def test_compliance_gate_on_the_reference_model_audit_by_default() -> None:
+    """Only "forgotten" passes: p > alpha with enough power. "Not forgotten" (p <= alpha,
+    the boundary included) and "inconclusive" (too little power) both stop the run."""
+    gate = ComplianceGate("site-B")
+    assert gate.check({"p_member": 0.4, "p_member_power": 0.99}) == {"p_member": (0.4, True)}
+    with pytest.raises(ComplianceError, match=r"p_member = 0\.05 <= 0\.05"):
+        gate.check({"p_member": 0.05, "p_member_power": 0.99})
+    with pytest.raises(ComplianceError, match=r"power 0\.60 < 0\.95.*inconclusive"):
+        gate.check({"p_member": 0.4, "p_member_power": 0.6})
 
 
 def _engine_with_metrics(metrics: dict[str, float]) -> Engine:
@@ -101,11 +117,11 @@ def _engine_with_metrics(metrics: dict[str, float]) -> Engine:
 
 def test_compliance_gate_fails_an_engine_run_at_epoch_end() -> None:
     engine = _engine_with_metrics({"rho_KS": 0.2, "rho_EMA": 0.9})
-    ComplianceGate("withdrawn").attach(engine)
+    ComplianceGate("withdrawn", **PAPERS).attach(engine)
     with pytest.raises(ComplianceError, match="must be forgotten"):
         engine.run([0, 1], max_epochs=1)
     engine = _engine_with_metrics({"rho_KS": 1.3, "rho_EMA": 1e-6})
-    gate = ComplianceGate("withdrawn")
+    gate = ComplianceGate("withdrawn", **PAPERS)
     gate.attach(engine)
     engine.run([0, 1], max_epochs=1)
     assert gate.last_check == {"rho_KS": (1.3, True), "rho_EMA": (1e-6, True)}
