@@ -11,7 +11,7 @@ reused for any query set.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -81,6 +81,11 @@ class ReferenceModelAuditor(ShadowAuditor):
         alpha: level of the set-level test.
         min_power: the power the test needs before D_Q is called forgotten.
         n_boot: bootstrap resamples of the remembered-fraction interval.
+
+    Attributes:
+        reference_: what the last ``fit_reference``/``audit`` learned.
+        roles_: the sets it scored (D_Q, the scored known members and non-members): the
+            audit set an evaluation-time check runs over.
     """
 
     n_references: int = 8
@@ -88,6 +93,7 @@ class ReferenceModelAuditor(ShadowAuditor):
     alpha: float = 0.05
     min_power: float = 0.95
     n_boot: int = 1000
+    roles_: dict[str, LabelledImages] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.n_references < MIN_REFERENCES:
@@ -151,6 +157,7 @@ class ReferenceModelAuditor(ShadowAuditor):
         self, query: LabelledImages, calibration: Any, population: LabelledImages | None
     ) -> tuple[RefModelReference, dict[str, LabelledImages], LabelledImages]:
         roles, population = self._roles(query, calibration, population)
+        self.roles_ = roles
         scored = concat(*(roles[r] for r in ROLES))
         phis, accuracies = [], []
         for model in self.reference_models(population):

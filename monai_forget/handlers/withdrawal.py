@@ -84,6 +84,8 @@ class KSCalibratedRatio(_AuditHandler):
         save_details: store the per-sample buffers in ``engine.state.metric_details``.
         query_hashes: content hashes of D_Q: check the evaluated samples are D_Q.
         on_mismatch: ``"error"`` or ``"warn"`` when they are not.
+        on_extra: evaluated samples outside D_Q are an ``"error"``, or ``"ignore"``d
+            (an evaluation over the reference-model audit set).
     """
 
     def __init__(
@@ -95,10 +97,12 @@ class KSCalibratedRatio(_AuditHandler):
         save_details: bool = False,
         query_hashes: Sequence[str] | None = None,
         on_mismatch: str = "error",
+        on_extra: str = "error",
     ) -> None:
         metric = KSCalibratedRatioMetric(
-            query_confidence, calibration_confidence, from_logits, query_hashes, on_mismatch
-        )
+            query_confidence, calibration_confidence, from_logits, query_hashes, on_mismatch,
+            on_extra,
+        )  # fmt: skip
         super().__init__(
             metric_fn=metric, output_transform=output_transform, save_details=save_details
         )
@@ -116,6 +120,8 @@ class EMAPValue(_AuditHandler):
         save_details: store the per-sample buffers in ``engine.state.metric_details``.
         query_hashes: content hashes of D_Q: check the evaluated samples are D_Q.
         on_mismatch: ``"error"`` or ``"warn"`` when they are not.
+        on_extra: evaluated samples outside D_Q are an ``"error"``, or ``"ignore"``d
+            (an evaluation over the reference-model audit set).
     """
 
     def __init__(
@@ -127,8 +133,9 @@ class EMAPValue(_AuditHandler):
         save_details: bool = False,
         query_hashes: Sequence[str] | None = None,
         on_mismatch: str = "error",
+        on_extra: str = "error",
     ) -> None:
-        metric = EMAPValueMetric(thresholds, test, from_logits, query_hashes, on_mismatch)
+        metric = EMAPValueMetric(thresholds, test, from_logits, query_hashes, on_mismatch, on_extra)
         super().__init__(
             metric_fn=metric, output_transform=output_transform, save_details=save_details
         )

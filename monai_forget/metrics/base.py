@@ -26,6 +26,8 @@ class AuditMetric(BatchBuffered, CumulativeIterationMetric):
             with the images (``images=``, see ``handlers.batch_output(image_key=...)``) and
             ``aggregate`` checks that exactly those samples were evaluated.
         on_mismatch: ``"error"`` or ``"warn"`` when they were not.
+        on_extra: evaluated samples outside the audited set are an ``"error"``, or are
+            ``"ignore"``d (the evaluation ran over a larger set).
     """
 
     statistic = "the audit statistic"
@@ -35,12 +37,13 @@ class AuditMetric(BatchBuffered, CumulativeIterationMetric):
         from_logits: bool = False,
         query_hashes: Sequence[str] | None = None,
         on_mismatch: str = "error",
+        on_extra: str = "error",
     ) -> None:
         super().__init__()
         self.from_logits = from_logits
-        self.check = (
-            None if query_hashes is None else QueryCheck(query_hashes, on_mismatch=on_mismatch)
-        )
+        self.check = None
+        if query_hashes is not None:
+            self.check = QueryCheck(query_hashes, on_mismatch=on_mismatch, on_extra=on_extra)
 
     def _compute_tensor(  # type: ignore[override]
         self, y_pred: torch.Tensor, y: torch.Tensor | None = None, images: Any = None, **kwargs: Any
@@ -60,9 +63,10 @@ class AuditMetric(BatchBuffered, CumulativeIterationMetric):
         buffers = self.get_buffer()
         if buffers is None:
             raise ValueError(f"nothing was evaluated: {self.statistic} needs the target's outputs")
+        keep, ids = slice(None), None
+        if self.check is not None:  # the data first: outputs of the wrong samples mean nothing
+            ids = buffers[2].numpy()
+            keep = self.check.check(ids, self.statistic)
+            ids = ids[keep]
         probs, labels = to_probs_and_labels(buffers[0], buffers[1], from_logits=self.from_logits)
-        if self.check is None:
-            return probs, labels, None
-        ids = buffers[2].numpy()
-        self.check.check(ids, self.statistic)
-        return probs, labels, ids
+        return probs[keep], labels[keep], ids

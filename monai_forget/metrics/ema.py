@@ -46,6 +46,7 @@ class EMAPValueMetric(AuditMetric):
         from_logits: apply a softmax to ``y_pred`` first.
         query_hashes: content hashes of D_Q, to check the evaluated samples are D_Q.
         on_mismatch: ``"error"`` or ``"warn"`` when they are not.
+        on_extra: samples outside D_Q are an ``"error"`` or ``"ignore"``d.
     """
 
     statistic = "rho_EMA"
@@ -57,8 +58,9 @@ class EMAPValueMetric(AuditMetric):
         from_logits: bool = False,
         query_hashes: Sequence[str] | None = None,
         on_mismatch: str = "error",
+        on_extra: str = "error",
     ) -> None:
-        super().__init__(from_logits, query_hashes, on_mismatch)
+        super().__init__(from_logits, query_hashes, on_mismatch, on_extra)
         self.reference = EMAReference.from_dict({"thresholds": thresholds, "test": test})
 
     @property

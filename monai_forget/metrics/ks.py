@@ -52,6 +52,7 @@ class KSCalibratedRatioMetric(AuditMetric):
         from_logits: apply a softmax to ``y_pred`` first.
         query_hashes: content hashes of D_Q, to check the evaluated samples are D_Q.
         on_mismatch: ``"error"`` or ``"warn"`` when they are not.
+        on_extra: samples outside D_Q are an ``"error"`` or ``"ignore"``d.
     """
 
     statistic = "rho_KS"
@@ -63,8 +64,9 @@ class KSCalibratedRatioMetric(AuditMetric):
         from_logits: bool = False,
         query_hashes: Sequence[str] | None = None,
         on_mismatch: str = "error",
+        on_extra: str = "error",
     ) -> None:
-        super().__init__(from_logits, query_hashes, on_mismatch)
+        super().__init__(from_logits, query_hashes, on_mismatch, on_extra)
         self.reference = KSReference(query_confidence, calibration_confidence)
         self.last_ratio: KSRatio | None = None
 

@@ -52,14 +52,26 @@ class QueryCheck:
         expected: content hashes (hex) of the audited samples.
         name: how messages name the set (e.g. "D_Q").
         on_mismatch: ``"error"`` (raise) or ``"warn"``.
+        on_extra: evaluated samples outside the set are an ``"error"`` (a mismatch), or
+            ``"ignore"``d: the evaluation ran over a larger set (the reference-model
+            audit's) and the statistic uses the audited samples among it.
     """
 
-    def __init__(self, expected: Sequence[str], name: str = "D_Q", on_mismatch: str = "error"):
+    def __init__(
+        self,
+        expected: Sequence[str],
+        name: str = "D_Q",
+        on_mismatch: str = "error",
+        on_extra: str = "error",
+    ):
         if on_mismatch not in ("error", "warn"):
             raise ValueError(f"on_mismatch must be 'error' or 'warn', got {on_mismatch!r}")
+        if on_extra not in ("error", "ignore"):
+            raise ValueError(f"on_extra must be 'error' or 'ignore', got {on_extra!r}")
         self.expected = hash_ids(expected)
         self.name = name
         self.on_mismatch = on_mismatch
+        self.on_extra = on_extra
 
     def problems(self, evaluated: np.ndarray) -> list[str]:
         """What differs between the evaluated ids and the expected ones (empty: nothing)."""
@@ -82,15 +94,23 @@ class QueryCheck:
             out.append(
                 f"{repeated} evaluation(s) repeated a sample (e.g. DistributedSampler padding)"
             )
-        if extra - repeated > 0:
+        if extra - repeated > 0 and self.on_extra == "error":
             out.append(f"{extra - repeated} evaluated sample(s) are not in the audited {self.name}")
         return out
 
-    def check(self, evaluated: np.ndarray, statistic: str) -> None:
-        """Raise or warn, naming the problem and the fix, when the sets differ."""
-        found = self.problems(evaluated)
+    def check(self, evaluated: np.ndarray, statistic: str) -> np.ndarray:
+        """Raise or warn, naming the problem and the fix, when the sets differ.
+
+        Returns:
+            The mask of evaluated samples that belong to the audited set.
+        """
+        evaluated = np.asarray(evaluated)
+        keep = np.isin(evaluated, self.expected)
+        if self.on_extra == "error":
+            keep[:] = True
+        found = self.problems(evaluated[keep] if self.on_extra == "ignore" else evaluated)
         if not found:
-            return
+            return keep
         message = (
             f"{statistic} reproduces the audit only on the audited {self.name}: "
             f"{'; '.join(found)}; {_FIX}"
@@ -98,3 +118,4 @@ class QueryCheck:
         if self.on_mismatch == "error":
             raise ValueError(message)
         warnings.warn(message, stacklevel=3)
+        return keep
