@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # for audit trails
     try:
         return int(args.func(args) or 0)
     except (UserError, ValueError, FileNotFoundError, FileExistsError) as err:
