@@ -65,6 +65,7 @@ from monai_forget.audit.refmodel import (
     logit_confidence,
     refmodel_decision,
     set_test,
+    shift_check,
 )
 from monai_forget.data import (
     LabelledImages,
@@ -200,8 +201,11 @@ def draw(p: Pools, kind: str, size: int, rng: np.random.Generator) -> dict[str, 
 
 def refmodel_decide(prep: Prepared, idx: dict[str, np.ndarray]) -> str:
     query = np.concatenate([prep.score(pool, i) for pool, i in idx.items()])
+    query_mu = np.concatenate([prep.ref_mean[pool][i] for pool, i in idx.items()])
     test = set_test(query, prep.calibration, alpha=0.05, min_power=0.95)
-    return refmodel_decision(test, 0.05, 0.95)
+    mu = prep.ref_mean
+    shift = shift_check(query_mu, mu["members_known"], mu["nonmembers_known"])
+    return refmodel_decision(test, 0.05, 0.95, shift)
 
 
 def ema_decide(prep: Prepared, idx: dict[str, np.ndarray]) -> str:

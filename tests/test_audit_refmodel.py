@@ -124,3 +124,20 @@ def test_auditor_refuses_what_it_cannot_audit() -> None:
         auditor.fit_reference(
             a, (b, c), population=a.subset(slice(0, 10)).concat(c.subset(slice(0, 4)))
         )
+
+
+def test_shift_check_makes_a_mismatched_comparison_inconclusive() -> None:
+    """Known non-members of another quality (a fifth of them noisy: the reference models
+    find them much harder) would make a clean D_Q look remembered; the target-free check
+    on the reference models' outputs catches it and no decision is made."""
+    from monai_forget.audit.refmodel import shift_check
+
+    rng = np.random.default_rng(6)
+    clean = rng.normal(10, 2, 500)
+    mixed = np.r_[rng.normal(10, 2, 400), rng.normal(-3, 2, 100)]
+    assert not shift_check(rng.normal(10, 2, 200), clean, rng.normal(10, 2, 500)).shifted
+    shifted = shift_check(rng.normal(10, 2, 200), clean, mixed)
+    assert shifted.shifted and shifted.pvalue_members < 0.01
+    remembered = _test(0.001, 0.99)  # what the set test alone would say
+    assert refmodel_decision(remembered, 0.05, 0.95) == NOT_FORGOTTEN
+    assert refmodel_decision(remembered, 0.05, 0.95, shifted) == INCONCLUSIVE

@@ -21,7 +21,8 @@ Decision (three-way, :func:`refmodel_decision`):
 - ``forgotten``: p > alpha, and the test had power >= ``min_power`` to see D_Q
   remembered as much as the known members are (with the members' AUC at its lower 95 %
   confidence bound, so the power is not overstated);
-- ``inconclusive``: neither; the query size that would give that power is reported.
+- ``inconclusive``: neither, or the compared sets do not look alike to the reference
+  models (:func:`shift_check`); the query size that would give the power is reported.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ __all__ = [
     "ROLES",
     "MembershipCalibration",
     "SetTest",
+    "ShiftCheck",
     "auc",
     "calibrated_scores",
     "logit_confidence",
@@ -48,6 +50,7 @@ __all__ = [
     "refmodel_decision",
     "remembered_fraction",
     "set_test",
+    "shift_check",
 ]
 
 #: The sets a reference-model audit scores: the query set and the known members and
@@ -205,8 +208,51 @@ def set_test(
     )  # fmt: skip
 
 
-def refmodel_decision(test: SetTest, alpha: float, min_power: float) -> str:
-    """The three-way decision of the module docstring."""
+@dataclass(frozen=True)
+class ShiftCheck:
+    """Do the compared sets look alike to the reference models? (target-free)
+
+    The reference models never trained on D_Q, the known members or the known
+    non-members, so their outputs on the three sets must come from one distribution
+    when the audit's assumption holds: the known non-members are like D_Q, and the known
+    members like the non-members. Two-sample K-S tests of the reference models' mean
+    logit confidence check it; a shift (e.g. low-quality or other-site non-members) makes
+    any comparison of the target's outputs meaningless, so the audit answers
+    "inconclusive".
+
+    Attributes:
+        pvalue_query: D_Q vs known non-members.
+        pvalue_members: known members vs known non-members.
+        level: a p-value below it is a shift.
+    """
+
+    pvalue_query: float
+    pvalue_members: float
+    level: float
+
+    @property
+    def shifted(self) -> bool:
+        return min(self.pvalue_query, self.pvalue_members) < self.level
+
+
+def shift_check(
+    query_mu: np.ndarray, member_mu: np.ndarray, nonmember_mu: np.ndarray, level: float = 0.01
+) -> ShiftCheck:
+    """:class:`ShiftCheck` of the reference models' mean logit confidences."""
+
+    def pvalue(a: np.ndarray, b: np.ndarray) -> float:
+        return float(scipy.stats.ks_2samp(a, b, method="asymp").pvalue)
+
+    return ShiftCheck(pvalue(query_mu, nonmember_mu), pvalue(member_mu, nonmember_mu), level)
+
+
+def refmodel_decision(
+    test: SetTest, alpha: float, min_power: float, shift: ShiftCheck | None = None
+) -> str:
+    """The three-way decision of the module docstring; "inconclusive" whatever the test
+    says when the compared sets do not look alike to the reference models."""
+    if shift is not None and shift.shifted:
+        return INCONCLUSIVE
     if test.pvalue <= alpha:
         return NOT_FORGOTTEN
     if test.power >= min_power:

@@ -12,10 +12,12 @@ from monai_forget.audit.refmodel import (
     ROLES,
     MembershipCalibration,
     SetTest,
+    ShiftCheck,
     auc,
     refmodel_decision,
     remembered_fraction,
     set_test,
+    shift_check,
 )
 from monai_forget.audit.result import AuditResult
 
@@ -62,9 +64,14 @@ class RefModelReference:
     def sizes(self) -> dict[str, int]:
         return {role: len(self.hashes[role]) for role in ROLES}
 
-    def decide(self, test: SetTest) -> str:
+    def decide(self, test: SetTest, shift: ShiftCheck | None = None) -> str:
         """:func:`refmodel_decision` at this reference's alpha and minimum power."""
-        return refmodel_decision(test, self.alpha, self.min_power)
+        return refmodel_decision(test, self.alpha, self.min_power, shift)
+
+    def shift(self) -> ShiftCheck:
+        """Whether D_Q, the known members and non-members look alike to the references."""
+        mu = self.reference_mean
+        return shift_check(mu["query"], mu["members"], mu["nonmembers"])
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -121,10 +128,11 @@ class RefModelReference:
         calibration = MembershipCalibration.fit(scores["members"], scores["nonmembers"], seed)
         test = set_test(scores["query"], calibration, alpha=self.alpha, min_power=self.min_power)
         fraction = remembered_fraction(scores["query"], calibration, n_boot=n_boot, seed=seed)
-        warnings = self._warnings(test, target_accuracy)
+        shift = self.shift()
+        warnings = self._warnings(test, target_accuracy, shift)
         return AuditResult(
             method="refmodel",
-            decision=self.decide(test),
+            decision=self.decide(test, shift),
             statistic_name="p_member",
             statistic=test.pvalue,
             rule=refmodel_rule(self.alpha, self.min_power),
@@ -137,6 +145,8 @@ class RefModelReference:
                 "member_effect_low": test.member_effect_low,
                 "member_auc": auc(scores["members"], scores["nonmembers"]),
                 "power": test.power,
+                "shift_pvalue_query": shift.pvalue_query,
+                "shift_pvalue_members": shift.pvalue_members,
                 "needed_query_size": test.needed_query_size,
                 "remembered_fraction": fraction[0],
                 "remembered_fraction_interval": [fraction[1], fraction[2]],
@@ -156,8 +166,20 @@ class RefModelReference:
             label=label,
         )
 
-    def _warnings(self, test: SetTest, target_accuracy: float) -> list[str]:
+    def _warnings(self, test: SetTest, target_accuracy: float, shift: ShiftCheck) -> list[str]:
         out = []
+        if shift.pvalue_query < shift.level:
+            out.append(
+                f"the known non-members do not look like D_Q to the reference models (K-S "
+                f"p = {shift.pvalue_query:.2g}): compare D_Q with held-out data of the same "
+                "source and quality; no decision is made"
+            )
+        if shift.pvalue_members < shift.level:
+            out.append(
+                f"the known members and non-members do not look alike to the reference "
+                f"models (K-S p = {shift.pvalue_members:.2g}): one of them is of another "
+                "source or quality (e.g. noisy or rotated images); no decision is made"
+            )
         if self.n_references < 4:
             out.append(
                 f"only {self.n_references} reference models: per-sample scores are noisy; "
