@@ -301,26 +301,54 @@ class ShadowTrainer:
         return model.to(self.device).eval()
 
 
-def load_recipe(spec: str | Path) -> Recipe:
-    """A recipe from the command line: a JSON file or ``package.module:attribute``.
+#: Why a bundle config or a ``module:attribute`` recipe needs the caller's trust.
+CODE_WARNING = (
+    "runs Python code: a MONAI bundle config evaluates its '$' expressions and builds "
+    "its '_target_' components when parsed, and module:attribute imports and calls Python. "
+    "Trust it as you would a script"
+)
 
-    - A ``.json`` file whose keys are :class:`SupervisedRecipe` fields (it has a
-      ``"network"`` key and no ``"train"`` section) gives a :class:`SupervisedRecipe`.
-    - Any other ``.json``/``.yaml`` file is taken as a MONAI bundle training config
-      (:class:`BundleRecipe` with its default keys).
-    - ``module:attribute`` names a Recipe object, or a callable returning one.
+
+def load_recipe(spec: str | Path, *, allow_code: bool = False) -> Recipe:
+    """A recipe from the command line: a data-only JSON file, or (trusted) code.
+
+    - A ``.json`` file holding one object whose keys are :class:`SupervisedRecipe`
+      fields (``"network"`` required) gives a :class:`SupervisedRecipe`. It is data only:
+      nothing in it is evaluated, the network is looked up by name in the registry.
+    - With ``allow_code``: any other ``.json``/``.yaml`` file is taken as a MONAI bundle
+      training config (:class:`BundleRecipe` with its default keys), and
+      ``module:attribute`` names a Recipe object, or a callable returning one. Both run
+      code (:data:`CODE_WARNING`), so they are refused without ``allow_code``.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        ValueError: not a data-only recipe and ``allow_code`` is false, unknown keys, or
+            not a recipe.
     """
     text = str(spec)
     path = Path(text)
+    refuse = (
+        f"recipe {text} {CODE_WARNING}; pass allow_code=True (CLI: --trust-recipe) if you "
+        "trust it, or give a data-only recipe .json with SupervisedRecipe fields, e.g. "
+        '{"network": "mlp", "network_args": {...}, "steps": 1500}'
+    )
     if path.suffix.lower() in (".json", ".yaml", ".yml"):
         if not path.is_file():
             raise FileNotFoundError(f"recipe file {path} does not exist")
         if path.suffix.lower() == ".json":
-            content = json.loads(path.read_text())
+            try:
+                content = json.loads(path.read_text(encoding="utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as err:
+                line = f", line {err.lineno}" if isinstance(err, json.JSONDecodeError) else ""
+                raise ValueError(f"recipe {path}{line} is not valid UTF-8 JSON") from None
             if isinstance(content, dict) and "network" in content and "train" not in content:
                 return SupervisedRecipe.from_dict(content)
+        if not allow_code:
+            raise ValueError(refuse)
         return BundleRecipe(str(path))
     if ":" in text:
+        if not allow_code:
+            raise ValueError(refuse)
         import importlib
 
         module_name, _, attribute = text.partition(":")

@@ -6,7 +6,13 @@ import argparse
 from pathlib import Path
 
 from monai_forget import defaults
-from monai_forget.cli.options import add_model_arguments, add_run_arguments, load_model_from_args
+from monai_forget.cli.options import (
+    add_model_arguments,
+    add_run_arguments,
+    check_labels_fit,
+    load_model_from_args,
+    load_set,
+)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -16,7 +22,20 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--calibration", required=True, help="D_C (shares no sample with D_Q)")
     parser.add_argument("--calibration-split", help="split of a MedMNIST-layout .npz for D_C")
     parser.add_argument(
-        "--recipe", required=True, help="recipe .json, bundle train config, or module:attribute"
+        "--recipe",
+        required=True,
+        help="how the target was trained: a data-only recipe .json of SupervisedRecipe "
+        'fields, e.g. {"network": "mlp", "network_args": {"in_shape": [1, 8, 8], '
+        '"num_classes": 10}, "steps": 1500, "batch_size": 32} (network, network_args, '
+        "epochs, steps, batch_size, learning_rate, optimizer adam|sgd, betas, momentum, "
+        "weight_decay); with --trust-recipe also a MONAI bundle train config or "
+        "package.module:attribute",
+    )
+    parser.add_argument(
+        "--trust-recipe",
+        action="store_true",
+        help="allow a recipe that runs code (a bundle config evaluates its '$' expressions; "
+        "module:attribute imports Python): trust it as you would a script",
     )
     parser.add_argument(
         "--out", required=True, help="output folder for result.json and report.html"
@@ -72,7 +91,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from monai_forget.audit import EMAAuditor, KSAuditor, write_report
-    from monai_forget.data import load_images
     from monai_forget.io import check_writable
     from monai_forget.shadow import load_recipe
 
@@ -80,10 +98,13 @@ def run(args: argparse.Namespace) -> int:
     result_path = check_writable(out / "result.json", args.overwrite)
     report_path = check_writable(out / "report.html", args.overwrite)
     target = load_model_from_args(args)
-    query = load_images(args.query, split=args.query_split)
-    calibration = load_images(args.calibration, split=args.calibration_split)
+    query = load_set(args.query, args.query_split, "query set D_Q (--query)")
+    calibration = load_set(
+        args.calibration, args.calibration_split, "calibration set D_C (--calibration)"
+    )
+    check_labels_fit(target, {"query set D_Q": query, "calibration set D_C": calibration})
     options = {
-        "recipe": load_recipe(args.recipe),
+        "recipe": load_recipe(args.recipe, allow_code=args.trust_recipe),
         "seed": args.seed,
         "device": args.device,
         "cache_dir": args.cache_dir,
