@@ -30,6 +30,7 @@ LAYERS: dict[str, int] = {
     "inference": 4,
     "shadow": 4,
     "audit": 5,
+    "recipes": 5,
     "dicom": 5,
     "memorisation": 5,
     "unlearning": 6,

@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from monai_forget.data import LabelledImages, load_digits
+from monai_forget.recipes import load_recipe
 from monai_forget.shadow import (
     BundleRecipe,
     CallableRecipe,
     ShadowTrainer,
     SupervisedRecipe,
-    load_recipe,
 )
 
 RECIPE = SupervisedRecipe(

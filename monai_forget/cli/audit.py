@@ -92,7 +92,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from monai_forget.audit import EMAAuditor, KSAuditor, write_report
     from monai_forget.io import check_writable
-    from monai_forget.shadow import load_recipe
+    from monai_forget.recipes import load_recipe
 
     out = Path(args.out)
     result_path = check_writable(out / "result.json", args.overwrite)
