@@ -562,3 +562,54 @@ def test_bounded_run_compliance_gate(bounded_run: dict) -> None:
         (bounded_run["root"] / "eval" / "gate_a" / "metrics.json").read_text()
     )
     assert gate_metrics["metrics"]["rho_KS"] == pytest.approx(bounded_run["a"]["ks"]["statistic"])
+
+
+def test_bounded_run_saves_the_best_validation_epoch(bounded_run: dict) -> None:
+    """Issue 16 item 12: the saved model is the best validation epoch (the later one on
+    ties), not the last; the loss and metrics are logged for TensorBoard."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    root = bounded_run["root"]
+    summary = json.loads((root / "models" / "model_train.json").read_text())
+    saved = summary["checkpoint"]
+    scalars: dict[str, dict[int, float]] = {}
+    for events in (root / "logs" / "model").glob("events.out.tfevents.*"):
+        accumulator = EventAccumulator(str(events))
+        accumulator.Reload()
+        for tag in accumulator.Tags()["scalars"]:
+            for event in accumulator.Scalars(tag):
+                scalars.setdefault(tag, {})[event.step] = event.value
+    per_epoch = scalars[saved["key_metric"]]
+    assert sorted(per_epoch) == list(range(1, summary["epochs"] + 1))
+    best = max(per_epoch.values())
+    assert saved["epoch"] == max(e for e, v in per_epoch.items() if v == best)
+    assert saved["value"] == pytest.approx(best, rel=1e-6)
+    assert "train_loss" in scalars and len(scalars["train_loss"]) >= summary["iterations"]
+    assert summary["train_metrics"]["train_loss"] > 0
+    last = per_epoch[summary["epochs"]]
+    print(f"{bounded_run['bundle']}: saved epoch {saved['epoch']} of {summary['epochs']}, "
+          f"{saved['key_metric']} {saved['value']:.4f} (last epoch {last:.4f})")  # fmt: skip
+
+
+def test_bounded_run_has_the_monai_workflow_properties(bounded_run: dict, tmp_path: Path) -> None:
+    """MONAI's ConfigWorkflow finds every required property, dataset_dir included."""
+    from monai.bundle import ConfigWorkflow
+
+    root = bounded_run["root"]
+    settings = BOUNDED[bounded_run["bundle"]]
+    overrides = {**settings["subset"], **settings["shape"], "bundle_root": str(root)}
+    for files, kind in (
+        ([root / "configs" / "train.json"], "train"),
+        ([root / "configs" / "train.json", root / "configs" / "evaluate.json"], "train"),
+        ([root / "configs" / "inference.json"], "infer"),
+    ):
+        workflow = ConfigWorkflow(
+            config_file=[str(f) for f in files],
+            meta_file=str(root / "configs" / "metadata.json"),
+            workflow_type=kind,
+            ckpt_file=str(tmp_path / "unused.pt"),
+            **overrides,
+        )
+        workflow.initialize()
+        assert workflow.check_properties() == [], files
+        assert workflow.dataset_dir == str(root) + "/data"
