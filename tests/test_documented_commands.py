@@ -140,6 +140,8 @@ def test_readme_digits_commands(command: str, digits_workspace: Path) -> None:
     record = json.loads((out / "result.json").read_text())
     assert record["decision"] in ("forgotten", "not forgotten")
     assert (out / "report.html").is_file() and "rho_" in result.stdout
+    # Issue 16 item 15: shadow-model training (minutes at full size) reports progress.
+    assert "shadow model: training on" in result.stderr and "trained in" in result.stderr
 
 
 # --- the README's other examples and docs/memorisation.md -----------------------------
