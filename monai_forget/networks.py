@@ -9,15 +9,20 @@ objects: it reads TorchScript archives or state dicts with ``weights_only=True``
 from __future__ import annotations
 
 import os
-import pickle
 import warnings
-import zipfile
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
+
+from monai_forget.model_files import (
+    UnsafeModelError,
+    check_model_file,
+    damaged,
+    is_torchscript,
+    load_state_dict,
+)
 
 __all__ = [
     "CNN1",
@@ -32,10 +37,6 @@ __all__ = [
     "get_network",
     "load_model",
 ]
-
-
-class UnsafeModelError(ValueError):
-    """A model file needs arbitrary unpickling, which is refused."""
 
 
 class MLP(nn.Module):
@@ -322,19 +323,22 @@ def load_model(
         map_location: Device the tensors are loaded onto.
 
     Raises:
+        FileNotFoundError, IsADirectoryError: no such file, or a folder.
         UnsafeModelError: The file holds pickled Python objects (refused for safety).
-        ValueError: A state dict was given without ``network``, or does not fit it.
+        ValueError: An empty, truncated or corrupt file; a state dict given without
+            ``network``, or one that does not fit it.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"model file {path} does not exist")
-    if _is_torchscript(path):
+    path = check_model_file(path)
+    if is_torchscript(path):
         with warnings.catch_warnings():
             # Recent torch marks TorchScript deprecated; it is still the safe archive format.
             warnings.simplefilter("ignore", DeprecationWarning)
-            model = torch.jit.load(str(path), map_location=map_location)
+            try:
+                model = torch.jit.load(str(path), map_location=map_location)
+            except RuntimeError:
+                raise damaged(path) from None
         return model.eval()
-    state = _load_state_dict(path, map_location)
+    state = load_state_dict(path, map_location)
     if network is None:
         raise ValueError(
             f"{path} is a state dict, which needs its architecture: pass network= "
@@ -349,37 +353,3 @@ def load_model(
             f"{path} does not fit network {network!r} with args {dict(network_args or {})}: {err}"
         ) from err
     return model.to(map_location).eval()
-
-
-def _is_torchscript(path: Path) -> bool:
-    """A TorchScript archive is a zip holding ``<name>/constants.pkl`` or ``code/``."""
-    if not zipfile.is_zipfile(path):
-        return False
-    with zipfile.ZipFile(path) as zf:
-        names = zf.namelist()
-    return any(n.endswith("/constants.pkl") or "/code/" in n for n in names)
-
-
-def _load_state_dict(path: Path, map_location: str | torch.device) -> Mapping[str, torch.Tensor]:
-    try:
-        obj = torch.load(path, map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError as err:
-        raise UnsafeModelError(
-            f"{path} contains pickled Python objects, which are refused for safety "
-            "(loading them could run arbitrary code). Save the weights with "
-            "torch.save(model.state_dict(), path) or a TorchScript archive with "
-            f"torch.jit.save(torch.jit.script(model), path). Details: {err}"
-        ) from err
-    if isinstance(obj, Mapping):
-        for key in ("state_dict", "model"):
-            if isinstance(obj.get(key), Mapping):
-                obj = obj[key]
-                break
-    if not isinstance(obj, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in obj.items()
-    ):
-        raise ValueError(
-            f"{path} is not a state dict (name -> tensor), nor a dict holding one under "
-            "'state_dict' or 'model'; save model.state_dict() or a TorchScript archive"
-        )
-    return obj

@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
+import time
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -31,6 +34,17 @@ from monai_forget.data import LabelledImages
 from monai_forget.fingerprint import data_fingerprint
 from monai_forget.io import atomic_write
 from monai_forget.networks import get_network
+
+#: True while a ``ShadowTrainer(progress=True)`` trains: MONAI trainers show a progress bar.
+_PROGRESS: ContextVar[bool] = ContextVar("monai_forget_shadow_progress", default=False)
+
+
+def _attach_progress(trainer: Any) -> None:
+    """Show the training's iterations as a progress bar when a ShadowTrainer asks for it."""
+    if _PROGRESS.get():
+        from ignite.handlers import ProgressBar
+
+        ProgressBar(persist=False, desc="shadow model").attach(trainer)
 
 
 @runtime_checkable
@@ -144,6 +158,7 @@ class SupervisedRecipe:
             optimizer=self._optimizer(model),
             loss_function=nn.CrossEntropyLoss(),
         )
+        _attach_progress(trainer)
         trainer.run()
 
 
@@ -191,6 +206,12 @@ class BundleRecipe:
             sample (the config's random augmentation, e.g. ``"train#augmentation"``);
             ``None``: the samples are used as they are. The dataset at ``dataset_key``
             is replaced, so its preprocessing is lost unless named here.
+        disabled_keys: config ids emptied (set to ``[]``) when present: by default the
+            bundles' validation handlers (whose ``CheckpointSaver`` would write the
+            bundle's model file; a shadow model keeps its last epoch) and ``train#writers``
+            (TensorBoard logs), so a shadow model writes nothing into the bundle.
+
+    The config is code (its ``$`` expressions are evaluated): trust it as a script.
     """
 
     config_file: str
@@ -200,12 +221,16 @@ class BundleRecipe:
     device_key: str | None = "device"
     overrides: Mapping[str, Any] = field(default_factory=dict)
     transform_key: str | None = None
+    disabled_keys: tuple[str, ...] = ("train#validation", "train#writers")
 
     def _parser(self):
         from monai.bundle import ConfigParser
 
         parser = ConfigParser()
         parser.read_config(self.config_file)
+        for key in self.disabled_keys:
+            if key in parser:
+                parser[key] = []
         for key, value in self.overrides.items():
             parser[key] = value
         return parser
@@ -215,7 +240,8 @@ class BundleRecipe:
         content = Path(self.config_file).read_bytes()
         spec = json.dumps(
             [self.trainer_key, self.network_key, self.dataset_key, dict(self.overrides)]
-            + ([self.transform_key] if self.transform_key is not None else []),
+            + ([self.transform_key] if self.transform_key is not None else [])
+            + [list(self.disabled_keys)],
             sort_keys=True,
             default=str,
         )
@@ -238,6 +264,7 @@ class BundleRecipe:
         # all refer to it, so it replaces the network definition before parsing.
         parser[self.network_key] = model.to(device)
         trainer = parser.get_parsed_content(self.trainer_key, instantiate=True)
+        _attach_progress(trainer)
         torch.manual_seed(seed)
         trainer.run()
 
@@ -258,6 +285,8 @@ class ShadowTrainer:
         device: where to train (``"cpu"``, ``"cuda"``, a ``torch.device``).
         cache_dir: when given, weights are stored under ``cache_dir/shadow/<key>.pt`` and
             reloaded (``weights_only=True``) instead of retraining.
+        progress: report each training on stderr (size, time, cache file) and show the
+            iterations of MONAI-based recipes as a progress bar.
     """
 
     def __init__(
@@ -266,6 +295,7 @@ class ShadowTrainer:
         *,
         device: str | torch.device = "cpu",
         cache_dir: str | Path | None = None,
+        progress: bool = False,
     ) -> None:
         if not isinstance(recipe, Recipe):
             raise TypeError(
@@ -275,6 +305,7 @@ class ShadowTrainer:
         self.recipe = recipe
         self.device = torch.device(device)
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self.progress = progress
 
     def cache_path(self, data: LabelledImages, seed: int) -> Path | None:
         """Where the weights for (``data``, ``seed``) are cached, or ``None`` without a cache."""
@@ -294,42 +325,15 @@ class ShadowTrainer:
             if path is not None and path.exists():
                 model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
                 return model.to(self.device).eval()
-            self.recipe.fit(model, data, seed=seed, device=self.device)
+            report = print if self.progress else lambda *a, **k: None
+            report(f"shadow model: training on {len(data)} samples ...", file=sys.stderr)
+            start, token = time.perf_counter(), _PROGRESS.set(self.progress)
+            try:
+                self.recipe.fit(model, data, seed=seed, device=self.device)
+            finally:
+                _PROGRESS.reset(token)
+            report(f"shadow model: trained in {time.perf_counter() - start:.0f} s", file=sys.stderr)
         if path is not None:
             with atomic_write(path, "wb", overwrite=True) as handle:
                 torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, handle)
         return model.to(self.device).eval()
-
-
-def load_recipe(spec: str | Path) -> Recipe:
-    """A recipe from the command line: a JSON file or ``package.module:attribute``.
-
-    - A ``.json`` file whose keys are :class:`SupervisedRecipe` fields (it has a
-      ``"network"`` key and no ``"train"`` section) gives a :class:`SupervisedRecipe`.
-    - Any other ``.json``/``.yaml`` file is taken as a MONAI bundle training config
-      (:class:`BundleRecipe` with its default keys).
-    - ``module:attribute`` names a Recipe object, or a callable returning one.
-    """
-    text = str(spec)
-    path = Path(text)
-    if path.suffix.lower() in (".json", ".yaml", ".yml"):
-        if not path.is_file():
-            raise FileNotFoundError(f"recipe file {path} does not exist")
-        if path.suffix.lower() == ".json":
-            content = json.loads(path.read_text())
-            if isinstance(content, dict) and "network" in content and "train" not in content:
-                return SupervisedRecipe.from_dict(content)
-        return BundleRecipe(str(path))
-    if ":" in text:
-        import importlib
-
-        module_name, _, attribute = text.partition(":")
-        obj = getattr(importlib.import_module(module_name), attribute)
-        recipe = obj() if callable(obj) and not isinstance(obj, Recipe) else obj
-        if isinstance(recipe, Recipe):
-            return recipe
-        raise ValueError(f"{text} is not a Recipe (needs name, build() and fit())")
-    raise ValueError(
-        f"cannot read recipe {text!r}: give a recipe .json, a bundle train config, "
-        "or package.module:attribute"
-    )

@@ -3,15 +3,19 @@
 import pytest
 
 from monai_forget.audit import AuditResult
-from monai_forget.cli import main
 from monai_forget.demo import digits_split
+
+#: The README's command: run as a user types it (it also covers the documented command).
+DEMO_COMMAND = "monai-forget demo"
 
 
 @pytest.fixture(scope="module")
 def demo_out(tmp_path_factory):
-    out = tmp_path_factory.mktemp("demo")
-    assert main(["demo", "--out", str(out), "--overwrite"]) == 0
-    return out
+    from commands import check, run_line
+
+    cwd = tmp_path_factory.mktemp("demo")
+    check(run_line(DEMO_COMMAND, cwd))
+    return cwd / "monai-forget-demo"
 
 
 def _results(out):

@@ -165,7 +165,9 @@ def test_cli_scan(cli_files, tmp_path, capsys):
     bad.write_text("name\nMARY\nJOSEPHINE\n")
     assert main([*base, str(bad), "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "do not fit" in err and "JOSEPHINE" in err
+    # Issue 16 item 10: the message names the roster line, never the (patient) name.
+    assert err.count("\n") == 1 and "do not fit" in err and f"{bad} line 3" in err
+    assert "JOSEPHINE" not in err
     assert not (tmp_path / "x").exists()
 
 

@@ -100,7 +100,9 @@ class ShadowAuditor:
             raise ValueError(
                 "this audit trains shadow models: pass recipe=... (the target's design)"
             )
-        trainer = ShadowTrainer(self.recipe, device=self.device, cache_dir=self.cache_dir)
+        trainer = ShadowTrainer(
+            self.recipe, device=self.device, cache_dir=self.cache_dir, progress=self.progress
+        )
         return trainer.train(data, seed=self.seed)
 
     def _predict(self, model: nn.Module, data: LabelledImages) -> Predictions:

@@ -12,15 +12,16 @@ import sys
 from pathlib import Path
 
 from monai_forget import defaults
-from monai_forget.cli.options import add_model_arguments, add_run_arguments, load_model_from_args
+from monai_forget.cli.options import (
+    add_model_arguments,
+    add_run_arguments,
+    check_labels_fit,
+    load_model_from_args,
+    load_set,
+)
 
 #: The exit code of each decision (a usage error is 2).
 EXIT_CODES = {"forgotten": 0, "not forgotten": 3, "inconclusive": 4}
-_RECIPE_HELP = (
-    "the target's training design: a recipe .json (SupervisedRecipe fields), a MONAI bundle "
-    "train config, or package.module:attribute (a bundle config or module is code, as "
-    "trusted as a script)"
-)
 
 
 def _common(parser: argparse.ArgumentParser, calibration: bool) -> None:
@@ -30,7 +31,22 @@ def _common(parser: argparse.ArgumentParser, calibration: bool) -> None:
     if calibration:
         parser.add_argument("--calibration", required=True, help="D_C (shares no sample with D_Q)")
         parser.add_argument("--calibration-split", help="split of a MedMNIST-layout .npz for D_C")
-    parser.add_argument("--recipe", required=True, help=_RECIPE_HELP)
+    parser.add_argument(
+        "--recipe",
+        required=True,
+        help="how the target was trained: a data-only recipe .json of SupervisedRecipe "
+        'fields, e.g. {"network": "mlp", "network_args": {"in_shape": [1, 8, 8], '
+        '"num_classes": 10}, "steps": 1500, "batch_size": 32} (network, network_args, '
+        "epochs, steps, batch_size, learning_rate, optimizer adam|sgd, betas, momentum, "
+        "weight_decay); with --trust-recipe also a MONAI bundle train config or "
+        "package.module:attribute",
+    )
+    parser.add_argument(
+        "--trust-recipe",
+        action="store_true",
+        help="allow a recipe that runs code (a bundle config evaluates its '$' expressions; "
+        "module:attribute imports Python): trust it as you would a script",
+    )
     parser.add_argument(
         "--out", required=True, help="output folder for result.json and report.html"
     )
@@ -168,17 +184,16 @@ def _auditor(args: argparse.Namespace, options: dict):
 
 def run(args: argparse.Namespace) -> int:
     from monai_forget.audit import write_report
-    from monai_forget.data import load_images
     from monai_forget.io import check_writable
-    from monai_forget.shadow import load_recipe
+    from monai_forget.recipes import load_recipe
 
     out = Path(args.out)
     result_path = check_writable(out / "result.json", args.overwrite)
     report_path = check_writable(out / "report.html", args.overwrite)
     target = load_model_from_args(args)
-    query = load_images(args.query, split=args.query_split)
+    query = load_set(args.query, args.query_split, "query set D_Q (--query)")
     options = {
-        "recipe": load_recipe(args.recipe),
+        "recipe": load_recipe(args.recipe, allow_code=args.trust_recipe),
         "seed": args.seed,
         "device": args.device,
         "cache_dir": args.cache_dir,
@@ -189,13 +204,20 @@ def run(args: argparse.Namespace) -> int:
     label = args.label or Path(args.query).name
     if args.method == "reference":
         known = (
-            load_images(args.members, split=args.members_split),
-            load_images(args.nonmembers, split=args.nonmembers_split),
+            load_set(args.members, args.members_split, "known members (--members)"),
+            load_set(args.nonmembers, args.nonmembers_split, "known non-members (--nonmembers)"),
         )
-        population = args.population and load_images(args.population, split=args.population_split)
+        population = args.population and load_set(
+            args.population, args.population_split, "reference population (--population)"
+        )
+        sets = {"query set D_Q": query, "known members": known[0], "known non-members": known[1]}
+        check_labels_fit(target, {**sets, **({"population": population} if population else {})})
         result = auditor.audit(target, query, known, population=population or None, label=label)
     else:
-        calibration = load_images(args.calibration, split=args.calibration_split)
+        calibration = load_set(
+            args.calibration, args.calibration_split, "calibration set D_C (--calibration)"
+        )
+        check_labels_fit(target, {"query set D_Q": query, "calibration set D_C": calibration})
         result = auditor.audit(target, query, calibration, label=label)
     result.provenance["audit_trail"] = _trail(args)
     result.save(result_path, overwrite=args.overwrite)

@@ -163,31 +163,53 @@ def read_roster(path: str | os.PathLike, column: str | None = None) -> list[str]
             key = fields[0]
         else:
             key = None
-        if key is None:
+        if key is None:  # the header is not shown: the file may not be a roster at all
             raise ValueError(
-                f"roster {path} has columns {fields}; pass the column holding the names "
-                "(CLI: --column), or add a 'name' header"
+                f"roster {path}, line 1: {len(fields)} column(s) and none is 'name'; pass the "
+                "column holding the names (CLI: --column), or add a 'name' header"
             )
-        names = [(row.get(key) or "").strip() for row in reader]
-    names = [n for n in names if n]
+        rows = [(reader.line_num, (row.get(key) or "").strip()) for row in reader]
+    names = Roster(n for _, n in rows if n)
     if not names:
         raise ValueError(f"roster {path} has no names in column {key!r}")
+    names.where = [f"{path} line {line}" for line, n in rows if n]
     return names
 
 
+class Roster(list):
+    """Names read from a roster file; ``where[i]`` is the file and line of name ``i``, so
+    errors name lines rather than repeat the names."""
+
+    where: list[str]
+
+
+def _shown(names: Sequence[str], chosen: Sequence[str], limit: int = 3) -> str:
+    """The chosen names, or their file and lines when they came from a roster file."""
+    where = getattr(names, "where", None)
+    if where is None:
+        return str(list(chosen[:limit]))
+    lines = [where[i] for i, n in enumerate(names) if n in set(chosen)]
+    return ", ".join(lines[:limit]) + (f", ... ({len(lines)} in all)" if len(lines) > limit else "")
+
+
 def _check_names(names: Sequence[str], position: Sequence[int], scale: int, image_hw) -> list[str]:
+    given = names
     names = [str(n).strip() for n in names]
     if not names or not all(names):
         raise ValueError("the roster must hold at least one non-empty name")
     dup = sorted(n for n, c in Counter(names).items() if c > 1)
     if dup:
+        if hasattr(given, "where"):
+            raise ValueError(
+                f"the roster repeats names ({_shown(given, dup, limit=6)}); remove the duplicates"
+            )
         raise ValueError(f"the roster lists {dup[:5]} more than once; remove the duplicates")
     bad = [n for n in names if unsupported_characters(n)]
     if bad:
         chars = sorted({c for n in bad for c in unsupported_characters(n)})
         raise ValueError(
             f"{len(bad)} name(s) use characters outside the {TYPEFACE} typeface "
-            f"(e.g. {bad[:3]}; characters {chars}); transliterate them or drop them"
+            f"(e.g. {_shown(given, bad)}; characters {chars}); transliterate them or drop them"
         )
     row, col = (int(p) for p in position)
     rows, cols = image_hw
@@ -200,7 +222,7 @@ def _check_names(names: Sequence[str], position: Sequence[int], scale: int, imag
         fit = max(1, (cols - col + 1) // (6 * scale))
         raise ValueError(
             f"{len(too_long)} name(s) do not fit {rows}x{cols} probes at (row {row}, col "
-            f"{col}) with scale {scale} (e.g. {too_long[:3]}); at most {fit} characters "
+            f"{col}) with scale {scale} (e.g. {_shown(given, too_long)}); at most {fit} characters "
             "fit: use a smaller scale, another position, or larger probes"
         )
     return names
