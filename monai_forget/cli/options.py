@@ -15,6 +15,14 @@ if TYPE_CHECKING:  # torch is imported only when a command runs
     from torch import nn
 
 
+def positive_int(text: str) -> int:
+    """An ``argparse`` type: an integer of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
 def add_model_arguments(parser: argparse.ArgumentParser, role: str) -> None:
     """Add the options naming a model file and, for state dicts, its architecture."""
     parser.add_argument("--model", required=True, help=f"{role} model: TorchScript or state dict")
