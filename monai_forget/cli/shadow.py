@@ -62,8 +62,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument(
         "--threads",
         type=positive_int,
-        help="torch threads per model (default: the cores shared out among the workers); "
-        "fix it for weights that are the same bit for bit on every run",
+        help="torch threads per model (default: the cores shared out among the workers, "
+        "torch's default for one); fix it for weights that are the same bit for bit "
+        "whatever --workers is",
     )
     train.set_defaults(func=run_train)
 

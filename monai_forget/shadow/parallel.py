@@ -30,8 +30,10 @@ def plan_workers(
 ) -> tuple[int, int | None]:
     """Workers and torch threads per worker for ``n_models`` models on ``device``.
 
-    Defaults: on a CPU one worker per available core (at most one per model), the
-    cores shared out among them as threads; on a GPU one worker (threads unchanged).
+    Defaults: on a CPU one worker per available core (at most one per model), and in
+    worker processes the cores shared out among them as threads (a fresh process
+    would otherwise start as many threads as there are cores); on a GPU one worker.
+    One worker trains in this process with the caller's thread setting.
 
     Raises:
         ValueError: ``workers`` or ``threads`` below 1.
@@ -42,7 +44,7 @@ def plan_workers(
     cores = available_cores()
     if workers is None:
         workers = 1 if device.type != "cpu" else min(cores, max(n_models, 1))
-    if threads is None and device.type == "cpu":
+    if threads is None and workers > 1 and device.type == "cpu":
         threads = max(1, cores // workers)
     return workers, threads
 

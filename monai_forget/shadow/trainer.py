@@ -131,8 +131,9 @@ class ShadowTrainer:
             workers: processes training side by side (default: one per available core
                 on a CPU, capped by the models to train; 1 on a GPU). Each uses
                 ``threads`` torch threads, by default the cores shared out among the
-                workers. With ``threads`` fixed the weights are the same bit for bit
-                for any number of workers.
+                workers (one worker trains in this process, with the caller's setting).
+                With ``threads`` fixed the weights are the same bit for bit for any
+                number of workers.
             progress: show a progress bar over the models.
 
         Raises:
