@@ -152,3 +152,10 @@ def test_a_dead_worker_is_an_error_not_a_hang():
         list(results)
     with ordered_map(_die, [0, 1, 2], workers=2) as results:
         assert list(results) == [0, 1, 2]
+
+
+def test_workers_must_be_positive(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["canary", "inject", str(tmp_path), str(tmp_path / "out"), "--workers", "0"])
+    assert stop.value.code == 2
+    assert "--workers: must be a positive integer, got 0" in capsys.readouterr().err
