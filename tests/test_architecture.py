@@ -22,6 +22,7 @@ LAYERS: dict[str, int] = {
     "scores": 1,
     "fingerprint": 1,
     "model_files": 1,
+    "processes": 1,
     "results": 2,
     "reporting": 2,
     "data": 3,

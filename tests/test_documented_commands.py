@@ -41,7 +41,25 @@ AUDIT_EMA = (
     "--calibration calibration.npz --recipe recipe.json --out audit_c_ema/ --alpha 0.1 "
     "--threshold-by label --test welch"
 )
-README_DIGITS = (AUDIT_REF, AUDIT, AUDIT_EMA)  # and `monai-forget demo`: tests/test_demo.py runs it
+README_DIGITS = (AUDIT_REF, AUDIT, AUDIT_EMA)
+#: Reference models on a cluster (README, docs/reference_models.md): array tasks train
+#: reference models into a shared cache; the audit on the same population only reads it.
+SHADOW_TASK = (
+    "monai-forget shadow train --recipe recipe.json --data population.npz --index "
+    "$((SLURM_ARRAY_TASK_ID * 2)) --count 2 --fraction 0.5 --seed 0 --cache-dir audit-cache"
+)
+SHADOW_SLURM = (
+    "monai-forget shadow train --recipe recipe.json --data calibration.npz --index "
+    "$((SLURM_ARRAY_TASK_ID * 4)) --count 4 --fraction 0.5 --seed 0 --cache-dir "
+    "/shared/audit-cache"
+)
+AUDIT_CLUSTER = (
+    "monai-forget audit reference --model target.pt --network mlp --network-args "
+    """'{"in_shape":[1,8,8],"num_classes":10,"hidden":[256]}' --query provider_c.npz """
+    "--members provider_a.npz --nonmembers held_out.npz --population population.npz "
+    "--recipe recipe.json --references 4 --seed 0 --cache-dir audit-cache --out audit_c_cluster/"
+)
+CLUSTER = (SHADOW_TASK, SHADOW_SLURM, AUDIT_CLUSTER)
 MLP1 = """--network mlp-1 --network-args '{"in_shape":[1,28,28],"num_classes":2}'"""
 README_FILES = (
     'monai-forget canary inject ct.dcm ct_canary.dcm --text "JANE ROE" --position 1 1 --scale 1',
@@ -83,6 +101,7 @@ FL_BOUNDS = "--clients 2 --rounds 2 --withdraw-round 1 --local-steps 5 --iterati
 CLI_COMMANDS = (
     DEMO_COMMAND,
     *README_DIGITS,
+    *CLUSTER,
     *README_FILES,
     *MEMORISATION_DOC,
     *CANARY_DOC,
@@ -136,7 +155,7 @@ def digits_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     torch.save(target.state_dict(), root / "target.pt")
     named = {"provider_c": sets["C"], "provider_a": sets["A"], "calibration": sets["calibration"],
-             "held_out": sets["calibration"]}  # fmt: skip
+             "held_out": sets["calibration"], "population": sets["B"]}  # fmt: skip
     for name, data in named.items():
         np.savez(root / f"{name}.npz", images=data.images, labels=data.labels)
     (root / "recipe.json").write_text(json.dumps(spec))
@@ -162,6 +181,37 @@ def test_readme_digits_commands(command: str, digits_workspace: Path) -> None:
     assert (out / "report.html").is_file()
     # Issue 16 item 15: shadow-model training (minutes at full size) reports progress.
     assert "shadow model: training on" in result.stderr and "trained in" in result.stderr
+
+
+def test_reference_models_trained_by_array_tasks_are_only_read_by_the_audit(
+    digits_workspace: Path, tmp_path: Path
+) -> None:
+    from monai_forget.cli.audit import EXIT_CODES
+
+    def task(command: str, index: int, **replace: str) -> str:
+        env = environment(SLURM_ARRAY_TASK_ID=str(index))
+        return check(run_line(command, digits_workspace, env=env, replace=replace)).stdout
+
+    first, second = task(SHADOW_TASK, 0), task(SHADOW_TASK, 1)
+    assert [line.split(" (")[0] for line in (first + second).splitlines()] == [
+        f"job {i}: trained" for i in range(4)
+    ]
+    assert "job 0: cached" in task(SHADOW_TASK, 0)  # a re-run task only reads the cache
+    result = run_line(AUDIT_CLUSTER, digits_workspace)
+    record = json.loads((digits_workspace / "audit_c_cluster" / "result.json").read_text())
+    assert result.returncode == EXIT_CODES[record["decision"]], result.stderr[-3000:]
+    assert "shadow model: training on" not in result.stderr  # every reference model cached
+    # The same audit training its reference models itself decides the same.
+    elsewhere = {"audit-cache": str(tmp_path / "local"), "audit_c_cluster/": str(tmp_path / "out")}
+    local = run_line(AUDIT_CLUSTER, digits_workspace, replace=elsewhere)
+    assert "shadow model: training on" in local.stderr
+    again = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert again["decision"] == record["decision"]
+    assert again["statistic"] == pytest.approx(record["statistic"], abs=1e-2)
+    # The Slurm script's task 1 trains reference models 4..7 of its own cache.
+    out = task(SHADOW_SLURM, 1, **{"/shared/audit-cache": str(tmp_path / "cache")})
+    assert [line.split(":")[0] for line in out.splitlines()] == [f"job {i}" for i in range(4, 8)]
+    assert len(list((tmp_path / "cache" / "shadow").glob("*.pt"))) == 4
 
 
 # --- the README's other examples and docs/memorisation.md -----------------------------

@@ -81,6 +81,10 @@ class ReferenceModelAuditor(ShadowAuditor):
         alpha: level of the set-level test.
         min_power: the power the test needs before D_Q is called forgotten.
         n_boot: bootstrap resamples of the remembered-fraction interval.
+        workers: processes training reference models side by side (``None``: one per
+            available core; see :meth:`~monai_forget.shadow.ShadowTrainer.train_many`).
+            Reference model k is :func:`~monai_forget.shadow.reference_subset` job k, so
+            ``monai-forget shadow train`` can train them into a shared cache elsewhere.
 
     Attributes:
         reference_: what the last ``fit_reference``/``audit`` learned.
@@ -93,6 +97,7 @@ class ReferenceModelAuditor(ShadowAuditor):
     alpha: float = 0.05
     min_power: float = 0.95
     n_boot: int = 1000
+    workers: int | None = None
     roles_: dict[str, LabelledImages] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -106,29 +111,27 @@ class ReferenceModelAuditor(ShadowAuditor):
         if not 0.0 < self.alpha < 1.0 or not 0.5 <= self.min_power < 1.0:
             raise ValueError("alpha must be in (0, 1) and min_power in [0.5, 1)")
 
-    def reference_sets(self, population: LabelledImages) -> list[tuple[LabelledImages, int]]:
-        """The training set and seed of each reference model (index k: seed + k)."""
-        return [
-            (population.split(self.reference_fraction, seed=self.seed + k)[0], self.seed + k)
-            for k in range(self.n_references)
-        ]
+    def reference_sets(self, population: LabelledImages) -> tuple[list[LabelledImages], list[int]]:
+        """The training sets and seeds of the reference models (job k: seed + k)."""
+        from monai_forget.shadow import reference_jobs
+
+        return reference_jobs(
+            population, range(self.n_references), self.reference_fraction, self.seed
+        )
 
     def reference_models(self, population: LabelledImages) -> list[nn.Module]:
-        """Train (or read from the cache) every reference model."""
-        models = []
-        for data, seed in self.reference_sets(population):
-            models.append(self._train_seeded(data, seed))
-        return models
-
-    def _train_seeded(self, data: LabelledImages, seed: int) -> nn.Module:
+        """Train (or read from the cache) every reference model, over worker processes."""
         from monai_forget.shadow import ShadowTrainer
 
         if self.recipe is None:
             raise ValueError(
                 "this audit trains reference models: pass recipe=... (the target's design)"
             )
-        trainer = ShadowTrainer(self.recipe, device=self.device, cache_dir=self.cache_dir)
-        return trainer.train(data, seed=seed)
+        trainer = ShadowTrainer(
+            self.recipe, device=self.device, cache_dir=self.cache_dir, progress=self.progress
+        )
+        datasets, seeds = self.reference_sets(population)
+        return trainer.train_many(datasets, seeds, self.workers, progress=self.progress)
 
     def _roles(
         self, query: LabelledImages, calibration: Any, population: LabelledImages | None

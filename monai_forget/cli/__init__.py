@@ -14,7 +14,15 @@ from collections.abc import Sequence
 from monai_forget import __version__
 
 # Sub-command modules, imported lazily so `monai-forget --help` stays fast.
-SUBCOMMANDS: tuple[str, ...] = ("demo", "audit", "canary", "prepare", "memorisation", "fl")
+SUBCOMMANDS: tuple[str, ...] = (
+    "demo",
+    "audit",
+    "canary",
+    "prepare",
+    "memorisation",
+    "fl",
+    "shadow",
+)
 
 
 class UserError(Exception):

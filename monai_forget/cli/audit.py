@@ -14,10 +14,12 @@ from pathlib import Path
 from monai_forget import defaults
 from monai_forget.cli.options import (
     add_model_arguments,
+    add_recipe_arguments,
     add_run_arguments,
     check_labels_fit,
     load_model_from_args,
     load_set,
+    positive_int,
 )
 
 #: The exit code of each decision (a usage error is 2).
@@ -31,22 +33,7 @@ def _common(parser: argparse.ArgumentParser, calibration: bool) -> None:
     if calibration:
         parser.add_argument("--calibration", required=True, help="D_C (shares no sample with D_Q)")
         parser.add_argument("--calibration-split", help="split of a MedMNIST-layout .npz for D_C")
-    parser.add_argument(
-        "--recipe",
-        required=True,
-        help="how the target was trained: a data-only recipe .json of SupervisedRecipe "
-        'fields, e.g. {"network": "mlp", "network_args": {"in_shape": [1, 8, 8], '
-        '"num_classes": 10}, "steps": 1500, "batch_size": 32} (network, network_args, '
-        "epochs, steps, batch_size, learning_rate, optimizer adam|sgd, betas, momentum, "
-        "weight_decay); with --trust-recipe also a MONAI bundle train config or "
-        "package.module:attribute",
-    )
-    parser.add_argument(
-        "--trust-recipe",
-        action="store_true",
-        help="allow a recipe that runs code (a bundle config evaluates its '$' expressions; "
-        "module:attribute imports Python): trust it as you would a script",
-    )
+    add_recipe_arguments(parser)
     parser.add_argument(
         "--out", required=True, help="output folder for result.json and report.html"
     )
@@ -99,6 +86,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         default=defaults.REFMODEL_REFERENCES,
         help="reference models to train (more give more power; default %(default)s)",
+    )
+    ref.add_argument(
+        "--workers",
+        type=positive_int,
+        help="processes training reference models side by side (default: one per core)",
     )
     ref.add_argument(
         "--alpha",
@@ -166,7 +158,11 @@ def _auditor(args: argparse.Namespace, options: dict):
 
     if args.method == "reference":
         return ReferenceModelAuditor(
-            **options, n_references=args.references, alpha=args.alpha, min_power=args.min_power
+            **options,
+            n_references=args.references,
+            alpha=args.alpha,
+            min_power=args.min_power,
+            workers=args.workers,
         )
     if args.method == "ks":
         return KSAuditor(**options)

@@ -17,11 +17,39 @@ if TYPE_CHECKING:  # torch is imported only when a command runs
     from monai_forget.data import LabelledImages
 
 
+def positive_int(text: str) -> int:
+    """An ``argparse`` type: an integer of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
 def add_model_arguments(parser: argparse.ArgumentParser, role: str) -> None:
     """Add the options naming a model file and, for state dicts, its architecture."""
     parser.add_argument("--model", required=True, help=f"{role} model: TorchScript or state dict")
     parser.add_argument("--network", help="registry name of the architecture (state dicts)")
     parser.add_argument("--network-args", default="{}", help="JSON keyword arguments of --network")
+
+
+def add_recipe_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--recipe`` and ``--trust-recipe`` (a recipe that runs code needs the latter)."""
+    parser.add_argument(
+        "--recipe",
+        required=True,
+        help="how the target was trained: a data-only recipe .json of SupervisedRecipe "
+        'fields, e.g. {"network": "mlp", "network_args": {"in_shape": [1, 8, 8], '
+        '"num_classes": 10}, "steps": 1500, "batch_size": 32} (network, network_args, '
+        "epochs, steps, batch_size, learning_rate, optimizer adam|sgd, betas, momentum, "
+        "weight_decay); with --trust-recipe also a MONAI bundle train config or "
+        "package.module:attribute",
+    )
+    parser.add_argument(
+        "--trust-recipe",
+        action="store_true",
+        help="allow a recipe that runs code (a bundle config evaluates its '$' expressions; "
+        "module:attribute imports Python): trust it as you would a script",
+    )
 
 
 def add_run_arguments(

@@ -10,17 +10,13 @@ reference models that way on data it controls. A :class:`Recipe` captures that d
   auditor's data in place of the bundle's dataset.
 - :class:`CallableRecipe`: any pair of Python callables (build, fit).
 
-:class:`ShadowTrainer` trains a recipe on a :class:`~monai_forget.data.LabelledImages`
-with a seed and caches the weights by (recipe identity, data fingerprint, seed), so an
-audit never trains the same shadow model twice.
+:func:`load_recipe` reads one from the command line's ``--recipe``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import sys
-import time
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
@@ -31,8 +27,6 @@ import torch
 from torch import nn
 
 from monai_forget.data import LabelledImages
-from monai_forget.fingerprint import data_fingerprint
-from monai_forget.io import atomic_write
 from monai_forget.networks import get_network
 
 #: True while a ``ShadowTrainer(progress=True)`` trains: MONAI trainers show a progress bar.
@@ -267,73 +261,3 @@ class BundleRecipe:
         _attach_progress(trainer)
         torch.manual_seed(seed)
         trainer.run()
-
-
-def _cache_key(recipe: Recipe, data: LabelledImages, seed: int) -> str:
-    spec = f"{recipe.name}\n{data_fingerprint(data)}\n{seed}"
-    return hashlib.sha256(spec.encode()).hexdigest()
-
-
-class ShadowTrainer:
-    """Trains (and caches) models from a recipe, reproducibly.
-
-    The network is initialised and trained inside a forked torch RNG seeded with
-    ``seed``, so results do not depend on, nor disturb, the caller's global RNG state.
-
-    Args:
-        recipe: the training design.
-        device: where to train (``"cpu"``, ``"cuda"``, a ``torch.device``).
-        cache_dir: when given, weights are stored under ``cache_dir/shadow/<key>.pt`` and
-            reloaded (``weights_only=True``) instead of retraining.
-        progress: report each training on stderr (size, time, cache file) and show the
-            iterations of MONAI-based recipes as a progress bar.
-    """
-
-    def __init__(
-        self,
-        recipe: Recipe,
-        *,
-        device: str | torch.device = "cpu",
-        cache_dir: str | Path | None = None,
-        progress: bool = False,
-    ) -> None:
-        if not isinstance(recipe, Recipe):
-            raise TypeError(
-                "recipe must provide name, build() and fit(); use SupervisedRecipe, "
-                "BundleRecipe or CallableRecipe"
-            )
-        self.recipe = recipe
-        self.device = torch.device(device)
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
-        self.progress = progress
-
-    def cache_path(self, data: LabelledImages, seed: int) -> Path | None:
-        """Where the weights for (``data``, ``seed``) are cached, or ``None`` without a cache."""
-        if self.cache_dir is None:
-            return None
-        return self.cache_dir / "shadow" / f"{_cache_key(self.recipe, data, seed)}.pt"
-
-    def train(self, data: LabelledImages, seed: int = 0) -> nn.Module:
-        """Return a model of the recipe trained on ``data`` with ``seed`` (in eval mode)."""
-        if len(data) == 0:
-            raise ValueError("cannot train a shadow model on an empty data set")
-        path = self.cache_path(data, seed)
-        devices = [self.device] if self.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices):
-            torch.manual_seed(seed)
-            model = self.recipe.build()
-            if path is not None and path.exists():
-                model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-                return model.to(self.device).eval()
-            report = print if self.progress else lambda *a, **k: None
-            report(f"shadow model: training on {len(data)} samples ...", file=sys.stderr)
-            start, token = time.perf_counter(), _PROGRESS.set(self.progress)
-            try:
-                self.recipe.fit(model, data, seed=seed, device=self.device)
-            finally:
-                _PROGRESS.reset(token)
-            report(f"shadow model: trained in {time.perf_counter() - start:.0f} s", file=sys.stderr)
-        if path is not None:
-            with atomic_write(path, "wb", overwrite=True) as handle:
-                torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, handle)
-        return model.to(self.device).eval()
