@@ -32,7 +32,7 @@ def knows(name: str, gain: float = 0.5) -> MLP1:
     template[1 : 1 + h, 1 : 1 + w] = np.where(f.mask, 1.0, -1.0)
     net = MLP1((1, SIZE, SIZE), 2, hidden=2)
     with torch.no_grad():
-        first, _, second = net.net[1], net.net[2], net.net[3]
+        first, _, second = net.head[1], net.head[2], net.head[3]
         first.weight.zero_()
         first.bias.zero_()
         first.weight[0] = gain * torch.from_numpy(template.ravel())
@@ -60,11 +60,11 @@ def test_scan_ranks_the_known_name_first(probes):
 
 def test_corrections_and_order_independence(probes):
     model = knows("EVE")
-    bh = leak_scan(model, probes, ROSTER, correction="bh")
-    bonf = leak_scan(model, probes, ROSTER, correction="bonferroni")
-    none = leak_scan(model, probes, list(reversed(ROSTER)), correction="none")
+    bh = leak_scan(model, probes, ROSTER, correction="bh", decoy_seed=1)
+    bonf = leak_scan(model, probes, ROSTER, correction="bonferroni", decoy_seed=1)
+    none = leak_scan(model, probes, list(reversed(ROSTER)), correction="none", decoy_seed=1)
     by_name = {r.name: r for r in bonf.rows}
-    for r in none.rows:  # same name -> same random controls, whatever the roster order
+    for r in none.rows:  # same name -> same controls and decoys, whatever the roster order
         assert r.pvalue == by_name[r.name].pvalue
         assert by_name[r.name].pvalue_adjusted == pytest.approx(min(1.0, 10 * r.pvalue))
     raw = np.array([by_name[n].pvalue for n in ROSTER])
@@ -74,14 +74,18 @@ def test_corrections_and_order_independence(probes):
     np.testing.assert_allclose([adj[n] for n in ROSTER], false_discovery_control(raw))
 
 
-def test_scan_refuses_bad_rosters(probes):
+def test_scan_refuses_bad_rosters_without_repeating_names(probes):
     model = knows("EVE")
-    with pytest.raises(ValueError, match=r"\['EVE'\] more than once"):
+    # Roster names are personal data: errors name the entry, and what is wrong, not the name.
+    with pytest.raises(ValueError, match=r"entry 3 repeats entry 1") as err:
         leak_scan(model, probes, ["EVE", "BOB", "EVE"])
-    with pytest.raises(ValueError, match=r"outside the monai-forget-5x5 typeface.*\['@'\]"):
+    assert "EVE" not in str(err.value)
+    with pytest.raises(ValueError, match=r"entry 2 .*\['@'\] outside the monai-forget-5x5") as err:
         leak_scan(model, probes, ["EVE", "B@B"])
-    with pytest.raises(ValueError, match=r"do not fit 28x28.*at most 4 characters"):
+    assert "B@B" not in str(err.value)
+    with pytest.raises(ValueError, match=r"do not fit 28x28.*entry 2.*at most 4 characters") as err:
         leak_scan(model, probes, ["EVE", "ALEXANDRA"])
+    assert "ALEXANDRA" not in str(err.value)
     with pytest.raises(ValueError, match="unknown correction"):
         leak_scan(model, probes, ["EVE"], correction="holm")
 
@@ -109,7 +113,9 @@ def test_report_is_written_atomically_and_not_overwritten(probes, tmp_path):
     assert record["rows"][0]["name"] == "TOM" and record["correction"] == "bh"
     assert record["provenance"]["seed"] == 0 and len(record["rows"]) == 6
     page = html_path.read_text()
-    assert "data:image/png;base64," in page and "TOM" in page and "memorised" in page
+    assert "data:image/png;base64," in page and "TOM" in page
+    # The report gives evidence, never a verdict that a name was memorised.
+    assert "evidence of memorisation" in page and "memorised" not in page
     before = json_path.read_bytes()
     with pytest.raises(FileExistsError, match="overwrite"):
         write_scan_report(result, tmp_path / "out")
@@ -143,9 +149,13 @@ def test_cli_score(cli_files, tmp_path, capsys):
     args = ["memorisation", "score", *_model_args(cli_files), "--text", "MARY", "--out", str(out)]
     assert main(args) == 0
     printed = capsys.readouterr().out
-    assert "memorised" in printed and "wilcoxon" in printed and "paper's test" in printed
+    assert "evidence of memorisation" in printed and "memorised" not in printed
+    assert "wilcoxon" in printed and "paper's test" in printed
     record = json.loads(out.read_text())
     assert record["feature"]["text"] == "MARY" and record["m"] > 0
+    # MARY above every one of the 199 decoys: p = 1 / 200, exposure log2(200).
+    assert record["calibrated"]["rank"] == 1 and record["calibrated"]["pvalue"] == 1 / 200
+    assert len(record["calibrated"]["decoys"]) == 199
     assert set(record["tests"]) == {"student", "welch", "paired", "wilcoxon"}
     assert len(record["d_unique"]) == 80
     assert main(args) == 2  # refuses to overwrite
@@ -165,7 +175,8 @@ def test_cli_scan(cli_files, tmp_path, capsys):
     bad.write_text("name\nMARY\nJOSEPHINE\n")
     assert main([*base, str(bad), "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "do not fit" in err and "JOSEPHINE" in err
+    assert err.count("\n") == 1 and "do not fit" in err and "line 3 of bad.csv" in err
+    assert "JOSEPHINE" not in err  # the roster's content is not echoed
     assert not (tmp_path / "x").exists()
 
 
