@@ -17,6 +17,7 @@ from monai_forget.memorisation import (
     read_roster,
     write_scan_report,
 )
+from monai_forget.memorisation.report import MEASURED_FALSE_ALARMS
 from monai_forget.networks import MLP1
 
 ROSTER = ["ANNA", "BOB", "EVE", "JOHN", "MARY", "LUCY", "TOM", "SAM", "ZOE", "IVY"]
@@ -114,8 +115,14 @@ def test_report_is_written_atomically_and_not_overwritten(probes, tmp_path):
     assert record["provenance"]["seed"] == 0 and len(record["rows"]) == 6
     page = html_path.read_text()
     assert "data:image/png;base64," in page and "TOM" in page
-    # The report gives evidence, never a verdict that a name was memorised.
+    # The report gives evidence, never a verdict that a name was memorised, with the
+    # caution and the false-alarm rate measured for its configuration (BH, alpha 0.05).
     assert "evidence of memorisation" in page and "memorised" not in page
+    assert "not proof" in page and "not proof of absence" in page
+    (measured,) = [r for r in MEASURED_FALSE_ALARMS if r["correction"] == "bh"]
+    assert f"{measured['flagged']} of {measured['scans']} control scans" in page
+    assert record["measured_false_alarms"][0]["scans"] == measured["scans"]
+    assert len(record["decoys"]) == 2 and record["settings"]["decoys_per_kind"] == 999
     before = json_path.read_bytes()
     with pytest.raises(FileExistsError, match="overwrite"):
         write_scan_report(result, tmp_path / "out")
@@ -200,27 +207,36 @@ def test_cli_errors_are_one_line(cli_files, tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_scan_on_a_real_mnist_model_ranks_the_injected_name(shared_data):
-    """An MLP-1 trained (early stopping) on 600 MNIST digits, one carrying "ANNA"."""
-    from monai_forget.data import load_mnist_test, load_pneumoniamnist
+def test_scan_on_real_mnist_models_across_training_seeds(shared_data):
+    """MLP-1 (App. A.3, the paper's training) on 600 MNIST digits, "ANNA" burned into one
+    training image whose label the rest of the data contradicts (a mislabelled image: the
+    model fits it only by memorising something about it). Memorisation varies with the
+    training seed (the paper, Sec. 3.3), so the assertions are checked for several seeds:
+    each canary model ranks ANNA first with evidence for it alone, and its control (the
+    same data and seed without the name) gives evidence for no name. (Both held for all
+    of seeds 0-9 when this test was written; it runs three.)"""
+    from monai_forget.data import LabelledImages, load_mnist_test, load_pneumoniamnist
 
     mnist = load_mnist_test(shared_data)
     order = np.random.default_rng(0).permutation(len(mnist))
     train, val = mnist.subset(order[:600]), mnist.subset(order[600:900])
+    labels = np.array(train.labels)
+    labels[0] = (labels[0] + 1) % 10
+    relabelled = LabelledImages(train.images, labels, train.ids, train.num_classes)
+    canary = inject_feature(relabelled, 0, UniqueFeature.from_text("ANNA", (1, 1), 1, 1.0))
     probes = load_pneumoniamnist("test", shared_data).subset(np.arange(200))
-    canary = inject_feature(train, 0, UniqueFeature.from_text("ANNA", (1, 1), 1, 1.0))
-    cfg = EarlyStoppingTraining("mlp-1", {"in_shape": (1, 28, 28), "num_classes": 10,
-                                "hidden": 128}, max_epochs=30, patience=3)  # fmt: skip
+    cfg = EarlyStoppingTraining.paper("mlp-1", {"in_shape": (1, 28, 28), "num_classes": 10})
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny model: one thread is faster on a shared CPU
+    torch.set_num_threads(1)  # a small model: one thread is faster on a shared CPU
     try:
-        model, _ = cfg.train(canary, val, seed=0)
-        result = leak_scan(model, probes, ROSTER, seed=0)
-        # The same design trained without the name: no name survives correction.
-        control, _ = cfg.train(train, val, seed=0)
-        control_result = leak_scan(control, probes, ROSTER, seed=0)
+        for seed in (0, 1, 2):
+            kwargs = {"decoys": 249, "decoy_seed": seed, "seed": seed}  # BH floor 10/250
+            model, _ = cfg.train(canary, val, seed=seed)
+            result = leak_scan(model, probes, ROSTER, **kwargs)
+            control, _ = cfg.train(relabelled, val, seed=seed)
+            control_result = leak_scan(control, probes, ROSTER, **kwargs)
+            assert result.rank_of("ANNA") == 1, seed
+            assert result.significant_names() == ["ANNA"], seed
+            assert control_result.significant_names() == [], seed
     finally:
         torch.set_num_threads(threads)
-    assert result.top.name == "ANNA"
-    assert result.significant_names() == ["ANNA"]
-    assert control_result.significant_names() == []

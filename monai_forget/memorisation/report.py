@@ -31,7 +31,22 @@ EVIDENCE, NO_EVIDENCE = "evidence of memorisation", "no evidence"
 #: ``benchmarks/unique_feature_memorisation.py``; see
 #: ``benchmarks/results/unique_feature_memorisation.md``. ``flagged`` of ``scans``
 #: control scans flagged at least one name; ``interval`` is the 95 % Clopper-Pearson one.
-MEASURED_FALSE_ALARMS: tuple[dict[str, Any], ...] = ()
+MEASURED_FALSE_ALARMS: tuple[dict[str, Any], ...] = tuple(
+    {
+        "correction": correction,
+        "alpha": 0.05,
+        "network": "MLP-1 (App. A.3)",
+        "data": "MNIST (1,000 training images; 500 PneumoniaMNIST probes)",
+        "names": 50,
+        "decoys": 1000,
+        "flagged": 3,
+        "scans": 20,
+        "interval": (0.032, 0.379),
+        "source": "benchmarks/results/unique_feature_memorisation.md, seed 0",
+        "note": "the flags fell on UMA (2 scans) and ADA (1), names no model had seen",
+    }
+    for correction in ("bh", "bonferroni")
+)
 
 
 def measured_false_alarms(correction: str, alpha: float) -> list[dict[str, Any]]:
