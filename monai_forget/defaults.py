@@ -27,6 +27,11 @@ MEMORISATION_TESTS: tuple[str, ...] = ("student", "welch", "paired", "wilcoxon")
 MEMORISATION_PAPER_TEST = "student"
 LEAK_SCAN_CORRECTIONS: tuple[str, ...] = ("bh", "bonferroni", "none")
 LEAK_SCAN_ALPHA = 0.05
+#: Random controls z_r: the paper's block-overwrite patch, equal-ink masks, random letters.
+MEMORISATION_RANDOM_FEATURES: tuple[str, ...] = ("patch", "ink", "text")
+#: Decoys of the calibrated test of one feature (smallest p 1/200); a scan draws enough
+#: for its roster (``memorisation.leak_scan.default_decoys``).
+MEMORISATION_SCORE_DECOYS = 199
 
 #: Forsaken's dummy-gradient generator (Liu et al. 2020, Eq. 4): iterations E, the
 #: weight of the change-from-original regulariser λ_r and of the step-length term λ_s.
