@@ -381,7 +381,8 @@ def _bounding(bundle: str, command: str, settings: dict) -> str:
     if "configs/audit.json" in command:
         shadow = {**settings["design"], **settings["shape"], "max_per_class": None}
         calibration = {"calibration_max_per_class": settings["calibration_max_per_class"]}
-        return f'{subset} {shape} {_options(calibration)} --shadow_settings "{shadow!r}"'
+        bounds = f"{subset} {shape} {_options(calibration)} --n_references 4"
+        return f'{bounds} --shadow_settings "{shadow!r}"'
     if "evaluate.json" in command:
         return f"{subset} {shape}"
     if "inference.json" in command:
@@ -453,6 +454,7 @@ def run_bounded_scenario(bundle: str, data_root: Path, tmp: Path, settings: dict
         ("b", f"{provider}_retrained", f"training_{provider}_retrained"),
     ):
         out[case] = {
+            "refmodel": read(f"audit/{audit_dir}/refmodel.json"),
             "ks": read(f"audit/{audit_dir}/ks.json"),
             "ema": read(f"audit/{audit_dir}/ema.json"),
             "eval": read(f"eval/{eval_dir}/metrics.json"),
@@ -513,9 +515,15 @@ def test_bounded_run_evaluates_and_writes_every_output(bounded_run: dict) -> Non
         assert reference["version"] == REFERENCE_VERSION
         assert reference["provider"] == BOUNDED[bounded_run["bundle"]]["provider"]
         query_size = bounded_run[case]["ks"]["sizes"]["query"]
-        assert reference["query_size"] == query_size == bounded_run[case]["eval"]["samples"]
-        # Evaluation-time metrics reproduce the audit: same target outputs on the same D_Q.
-        metrics = bounded_run[case]["eval"]["metrics"]
+        evaluated = bounded_run[case]["eval"]
+        assert reference["query_size"] == query_size == evaluated["query_samples"]
+        # The evaluation covers the reference-model audit's whole set (D_Q and the scored
+        # known members and non-members) and reproduces every audit on it.
+        refmodel = bounded_run[case]["refmodel"]
+        assert evaluated["samples"] == sum(refmodel["sizes"][r] for r in ("query", "members",
+                                                                        "nonmembers"))  # fmt: skip
+        metrics = evaluated["metrics"]
+        assert metrics["p_member"] == pytest.approx(refmodel["statistic"], rel=1e-6, abs=1e-12)
         assert metrics["rho_KS"] == pytest.approx(bounded_run[case]["ks"]["statistic"], rel=1e-9)
         assert metrics["rho_EMA"] == pytest.approx(
             bounded_run[case]["ema"]["statistic"], rel=1e-6, abs=1e-12
@@ -552,21 +560,34 @@ def test_bounded_run_audit_decisions(bounded_run: dict) -> None:
     assert stats["a"]["ks"] < 1.0 and stats["b"]["ks"] > stats["a"]["ks"] + 0.1, stats
 
 
+def test_bounded_run_reference_model_audit_is_never_wrong(bounded_run: dict) -> None:
+    """The reference-model auditor may be inconclusive at this size, never wrong: (a)
+    trained with the provider is not called forgotten, (b) retrained without it is not
+    called "not forgotten"."""
+    found = {case: bounded_run[case]["refmodel"] for case in "ab"}
+    summary = {c: (r["decision"], r["statistic"], r["details"]["power"]) for c, r in found.items()}
+    print(f"{bounded_run['bundle']}: reference-model audit (decision, p, power) {summary}")
+    assert found["a"]["decision"] != "forgotten", summary
+    assert found["b"]["decision"] != "not forgotten", summary
+    assert found["a"]["statistic"] < found["b"]["statistic"], summary
+
+
 def test_bounded_run_compliance_gate(bounded_run: dict) -> None:
-    # The documented gate command checks (b) with both auditors: it passes exactly when
-    # both decided "forgotten", and its metrics were written before the gate decided.
+    # The documented gate command checks (b) on the reference-model audit: it passes
+    # exactly when that audit decided "forgotten" with enough power.
     gate = next(r for c, r in bounded_run["runs"].items() if "--compliance_gate True" in c)
-    forgotten = all(bounded_run["b"][m]["decision"] == "forgotten" for m in ("ks", "ema"))
+    forgotten = bounded_run["b"]["refmodel"]["decision"] == "forgotten"
     assert (gate.returncode == 0) == forgotten, gate.stderr[-3000:]
     if not forgotten:
-        assert "ComplianceError" in gate.stderr and "must be forgotten" in gate.stderr
-    # (a) remembers: both auditors fail it.
+        assert "ComplianceError" in gate.stderr and "p_member" in gate.stderr
+    # (a) remembers: the gate stops it, naming the reference-model audit.
     run_a = run_evaluation(bounded_run, "a", "--compliance_gate True --output_dir eval/gate_a")
     assert run_a.returncode != 0 and "ComplianceError" in run_a.stderr
-    message = run_a.stderr[run_a.stderr.index("ComplianceError") :]
-    assert "must be forgotten" in message and "rho_KS" in message and "rho_EMA" in message
-    # --gate_ks False: the gate checks EMA alone; it lets (b) pass and still stops (a).
-    ema_only = "--compliance_gate True --gate_ks False --overwrite True"
+    message = run_a.stderr[run_a.stderr.index("ComplianceError") :].splitlines()[0]
+    assert "p_member" in message and "rho_KS" not in message, message
+    # The papers' auditors on request: --gate_refmodel False --gate_ema True checks EMA
+    # alone; it lets (b) pass and still stops (a).
+    ema_only = "--compliance_gate True --gate_refmodel False --gate_ema True --overwrite True"
     run_b = run_evaluation(bounded_run, "b", ema_only, "--output_dir eval/gate_b")
     assert run_b.returncode == 0, run_b.stderr[-3000:]
     run_a = run_evaluation(bounded_run, "a", ema_only, "--output_dir eval/gate_a")

@@ -8,8 +8,9 @@ report and ``reference.json`` (an :class:`~monai_forget.audit.AuditReference`);
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from monai_forget.audit import (
     ReferenceModelAuditor,
     write_report,
 )
+from monai_forget.bundles.datalist import entry_id
 from monai_forget.bundles.weights import check_outputs
 from monai_forget.data import LabelledImages
 from monai_forget.results import write_json
@@ -30,7 +32,7 @@ from monai_forget.results import write_json
 #: The file naming the samples of the audit set, role by role (entry ids).
 AUDIT_SET = "audit_set.json"
 
-__all__ = ["WithdrawalAudit", "audit_metrics"]
+__all__ = ["AUDIT_SET", "WithdrawalAudit", "audit_entries", "audit_metrics"]
 
 
 class WithdrawalAudit:
@@ -145,6 +147,43 @@ class WithdrawalAudit:
             write_json(self.output_dir / AUDIT_SET, roles, overwrite=self.overwrite)
         print(f"audit of provider {self.provider!r} written to {self.output_dir}")
         return self.results
+
+
+def audit_entries(
+    reference_file: str | os.PathLike,
+    data_file: str | os.PathLike,
+    entries: Sequence[Mapping[str, Any]],
+) -> list[dict[str, Any]]:
+    """The datalist entries an evaluation-time audit must evaluate.
+
+    When the audit beside ``reference_file`` ran the reference-model auditor, its
+    ``audit_set.json`` names the samples that audit scored (D_Q, the scored known
+    members and non-members): those entries of ``data_file`` (any section), role by
+    role. Otherwise (K-S and EMA only) ``entries``, the provider's D_Q.
+
+    Raises:
+        ValueError: an entry of the audit set is no longer in ``data_file``.
+    """
+    from monai.data import load_decathlon_datalist
+
+    path = Path(reference_file).with_name(AUDIT_SET)
+    if not path.is_file():
+        return [dict(e) for e in entries]
+    roles = json.loads(path.read_text(encoding="utf-8"))
+    sections = json.loads(Path(data_file).read_text(encoding="utf-8"))
+    by_id: dict[str, dict[str, Any]] = {}
+    for section, value in sections.items():
+        if isinstance(value, list) and value and isinstance(value[0], dict) and "image" in value[0]:
+            for entry in load_decathlon_datalist(str(data_file), data_list_key=section):
+                by_id.setdefault(entry_id(entry), entry)
+    wanted = [i for role in ("query", "members", "nonmembers") for i in roles.get(role, [])]
+    missing = [i for i in wanted if i not in by_id]
+    if missing:
+        raise ValueError(
+            f"{len(missing)} sample(s) of the audit set {path} are not in {data_file} (e.g. "
+            f"{missing[0]}); evaluate with the datalist the audit used, or audit again"
+        )
+    return [dict(by_id[i]) for i in wanted]
 
 
 def audit_metrics(

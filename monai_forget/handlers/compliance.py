@@ -131,9 +131,9 @@ class ComplianceGate:
         self.last_check = outcome
         if failures:
             raise ComplianceError(
-                f"provider {self.provider!r} must be forgotten, but the evaluated model still "
-                f"remembers its data: {'; '.join(failures)}. Retrain without the provider "
-                "(or unlearn it) and audit again."
+                f"provider {self.provider!r} must be forgotten, but the audit does not show "
+                f"it: {'; '.join(failures)}. Retrain without the provider (or unlearn it) and "
+                "audit again; an inconclusive audit needs more reference models or data."
             )
         return outcome
 
