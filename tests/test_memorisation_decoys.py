@@ -81,6 +81,35 @@ def test_calibrated_p_on_a_model_is_uniform_when_the_name_is_a_decoy():
     assert np.mean(np.array(p) <= 0.1) <= 0.1 + 4 * math.sqrt(0.09 / 2000)
 
 
+def test_batched_text_divergences_equal_one_text_at_a_time(monkeypatch):
+    """The scan's batched pass (texts grouped, one buffer reused, several batches) gives
+    each text's d_u^i as stamping that text alone and running the model would (Eq. 1),
+    computed here with scipy's relative entropy."""
+    from scipy.special import rel_entr, softmax
+
+    torch.manual_seed(0)
+    from monai_forget.memorisation import passes
+
+    model = MLP1((1, 12, 28), 3, hidden=(16,)).eval()
+    probes = np.random.default_rng(2).random((23, 1, 12, 28)).astype(np.float32)
+    texts = ["AB", "Q", "ZED", "AB C", "J", "XY"]
+    clean = predict_probs(model, probes, "clean")
+    monkeypatch.setattr(passes, "_GROUP_BYTES", 2 * probes[0].nbytes * len(probes))  # 2 texts
+    batched = text_divergences(model, probes, clean, texts, position=(2, 1), batch_size=7)
+    with torch.no_grad():
+        base = softmax(model(torch.tensor(probes)).double().numpy(), axis=1)
+    for text, row in zip(texts, batched, strict=True):
+        stamped = UniqueFeature.from_text(text, position=(2, 1)).apply(probes)
+        with torch.no_grad():
+            probs = softmax(model(torch.tensor(stamped)).double().numpy(), axis=1)
+        expected = rel_entr(base, probs).sum(axis=1)
+        np.testing.assert_allclose(row, expected, rtol=1e-5, atol=1e-9)
+    assert not np.allclose(batched[0], batched[1])  # different texts, different d_u
+    with pytest.raises(ValueError, match="a text of 5 characters") as info:
+        text_divergences(model, probes, clean, ["ANNAS"], position=(2, 1))
+    assert "ANNAS" not in str(info.value)  # a roster name is not echoed
+
+
 # --------------------------------------------------------------------------- decoys
 
 

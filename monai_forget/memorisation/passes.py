@@ -19,7 +19,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from monai_forget.canary import render_text
+from monai_forget.canary import render_text, text_shape
 from monai_forget.memorisation.feature import RandomFeature, UniqueFeature
 from monai_forget.scores import check_probabilities
 from monai_forget.stats import kl_divergence
@@ -154,6 +154,14 @@ def text_divergences(
     by_length: dict[int, list[int]] = {}  # texts of one length share a mask shape
     for i, text in enumerate(texts):
         by_length.setdefault(len(text), []).append(i)
+    for length in by_length:  # the texts are not named: they may be patients' names
+        h, w = text_shape(length, scale)
+        if row < 0 or col < 0 or row + h > x.shape[-2] or col + w > x.shape[-1]:
+            raise ValueError(
+                f"a text of {length} characters ({h}x{w} pixels at scale {scale}) does not fit "
+                f"{tuple(x.shape[-2:])} probes at (row {row}, col {col}); use shorter texts, "
+                "a smaller scale, another position or larger probes"
+            )
     out = np.empty((len(texts), n), dtype=np.float64)
     was_training = model.training
     model.to(device).eval()
