@@ -257,9 +257,12 @@ def test_roster_errors_name_lines_not_patients(files: Path, tmp_path: Path, caps
             "--network-args", json.dumps(NET), "--probes", str(files / "query.npz"),
             "--out", str(tmp_path / "scan"), "--roster", str(roster)]  # fmt: skip
     for text, expected in (
-        ("name\nANNA\nBOB\nANNA\n", f"{roster} line 2, {roster} line 4"),
-        ("name\nANNA\nJO@N\n", f"{roster} line 3"),
-        ("name\nANNA\nMAXIMILIAN\n", f"{roster} line 3"),
+        (
+            "name\nANNA\nBOB\nANNA\n",
+            "(line 4 of roster.csv) repeats entry 1 (line 2 of roster.csv)",
+        ),
+        ("name\nANNA\nJO@N\n", "entry 2 (line 3 of roster.csv)"),
+        ("name\nANNA\nMAXIMILIAN\n", "(entry 2 (line 3 of roster.csv))"),
     ):
         roster.write_text(text)
         line = one_line_error(capsys, base)
