@@ -87,6 +87,25 @@ def test_bundles_readme_lists_the_bundles() -> None:
         assert name in text
 
 
+def test_bundles_readme_follows_the_configs() -> None:
+    """The overview names what the configs of the current version do: the auditors'
+    outputs, the evaluation's gate switches and default, and the configs' version."""
+    from monai_forget.bundles.withdrawal import AUDIT_SET
+
+    text = " ".join((CXR.parent / "README.md").read_text().split())
+    for root in BUNDLES.values():
+        configs = _configs(root)
+        assert f"version {configs['metadata']['version']}" in text, root.name
+        outputs = ["ks.json", "ema.json", "report.html", "reference.json"]
+        if "[@refmodel_auditor]" in json.dumps(configs["audit"]):  # it runs first
+            outputs += ["refmodel.json", AUDIT_SET, "p_member"]
+        gates = [k for k in configs["evaluate"] if k.startswith("gate_")]
+        assert gates and configs["evaluate"]["gate_refmodel"] is True, root.name
+        missing = [name for name in outputs + gates if name not in text]
+        assert not missing, f"bundles/README.md does not mention {missing} ({root.name})"
+    assert "decides" in text and "reference-model audit" in text
+
+
 # --- item 13: chest X-ray pixels as the model saw them --------------------------------
 
 
