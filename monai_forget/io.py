@@ -1,8 +1,10 @@
-"""Atomic, non-clobbering file output shared by every writer in the package."""
+"""Atomic, non-clobbering file output shared by every writer in the package, and the
+one rule for CSV cells that a spreadsheet could run as formulas."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 from collections.abc import Iterator
@@ -12,6 +14,24 @@ from typing import IO
 #: How to allow replacing a file, for every caller: Python, the CLI, a MONAI bundle
 #: (whose command line needs a value after the flag).
 OVERWRITE_HINT = "pass overwrite=True (monai-forget: --overwrite; MONAI bundle: --overwrite True)"
+
+#: What a spreadsheet takes as the start of a formula (OWASP "CSV Injection").
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: object) -> object:
+    """A value as a CSV cell a spreadsheet shows and never runs.
+
+    Text beginning with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return gets a
+    leading ``'`` (file names are chosen by whoever filled the input folder); numbers
+    stay numbers, negative ones included. Lists and mappings go into one cell as JSON so
+    the CSV stays flat.
+    """
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(value)
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
 
 
 def check_writable(path: str | os.PathLike, overwrite: bool) -> Path:

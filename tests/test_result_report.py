@@ -107,3 +107,17 @@ def test_report_leads_with_one_verdict_per_scenario_decided_by_reference_models(
     assert "no query size would be enough" in html  # a signal this weak needs other data
     assert "TPR" in html and "at FPR 0.001" in html
     assert html.count("data:image/png") == 3
+
+
+def test_report_shows_long_values_whole():
+    """Issue 16 item 14: no value is cut (the old report stopped at 400 characters)."""
+    import json
+
+    thresholds = [round(0.001 * k + 1e-7, 7) for k in range(300)]  # ~3000 characters
+    result = _ks_result()
+    result.details["thresholds"] = thresholds
+    result.provenance = {"argv": ["audit", "ks", "--label", "x" * 900 + "END"]}
+    html = render_report([result], title="Audit")
+    assert len(json.dumps(thresholds)) > 2000
+    assert json.dumps(thresholds) in html
+    assert "x" * 900 + "END" in html

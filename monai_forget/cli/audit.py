@@ -37,7 +37,10 @@ def _common(parser: argparse.ArgumentParser, calibration: bool) -> None:
     parser.add_argument(
         "--out", required=True, help="output folder for result.json and report.html"
     )
-    parser.add_argument("--label", default="", help="name of the audited scenario/provider")
+    parser.add_argument(
+        "--label",
+        help="name of the audited scenario/provider (default: the --query file's name)",
+    )
     add_run_arguments(
         parser, "seed of the reference/shadow models and of any split", batch_size=True
     )

@@ -48,10 +48,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         default=(1, 1),
         metavar=("ROW", "COL"),
-        help="top-left pixel of the text (default: 1 1)",
+        help="top-left pixel of the text (default %(default)s)",
     )
     size = inject.add_mutually_exclusive_group()
-    size.add_argument("--scale", type=int, default=1, help="glyph magnification (5*N rows)")
+    size.add_argument(
+        "--scale",
+        type=int,
+        default=1,
+        help="glyph magnification: N gives 5*N-pixel rows (default %(default)s)",
+    )
     size.add_argument(
         "--height-fraction",
         type=float,

@@ -38,23 +38,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=DATASETS,
         default="acdc",
         help="acdc: providers are disjoint patient groups (pathology, 5 classes); "
-        "pneumoniamnist / mnist: random sample partitions",
+        "pneumoniamnist / mnist: random sample partitions (default %(default)s)",
     )
-    data.add_argument("--clients", type=int, default=3, help="number of providers (>= 2)")
+    data.add_argument(
+        "--clients",
+        type=int,
+        default=3,
+        help="number of providers, at least 2 (default %(default)s)",
+    )
     data.add_argument(
         "--patients-per-class",
         type=int,
         default=1,
-        help="acdc: patients of each class per provider",
+        help="acdc: patients of each class per provider (default %(default)s)",
     )
-    data.add_argument("--size", type=int, default=32, help="acdc: slice height and width")
+    data.add_argument(
+        "--size", type=int, default=32, help="acdc: slice height and width (default %(default)s)"
+    )
     data.add_argument(
         "--no-centre",
         action="store_true",
         help="acdc: raw [0, 1] intensities (default: subtract the calibration mean image)",
     )
     data.add_argument(
-        "--per-client", type=int, default=200, help="pneumoniamnist / mnist: samples per provider"
+        "--per-client",
+        type=int,
+        default=200,
+        help="pneumoniamnist / mnist: samples per provider (default %(default)s)",
     )
     data.add_argument(
         "--site-signature",
@@ -63,13 +73,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "into the withdrawing provider's images",
     )
     train = sim.add_argument_group("federated training")
-    train.add_argument("--rounds", type=int, default=9, help="FedAvg rounds")
-    train.add_argument("--local-steps", type=int, default=50, help="local steps per round")
-    train.add_argument("--hidden", default="128", help="MLP hidden widths, comma-separated")
+    train.add_argument("--rounds", type=int, default=9, help="FedAvg rounds (default %(default)s)")
+    train.add_argument(
+        "--local-steps", type=int, default=50, help="local steps per round (default %(default)s)"
+    )
+    train.add_argument(
+        "--hidden", default="128", help="MLP hidden widths, comma-separated (default %(default)s)"
+    )
     leave = sim.add_argument_group("withdrawal")
-    leave.add_argument("--withdraw", default="site-1", help="withdrawing provider")
-    leave.add_argument("--withdraw-round", type=int, default=7, help="0-based round")
-    leave.add_argument("--method", choices=("forsaken", "forcible", "natural"), default="forsaken")
+    leave.add_argument(
+        "--withdraw", default="site-1", help="withdrawing provider (default %(default)s)"
+    )
+    leave.add_argument(
+        "--withdraw-round",
+        type=int,
+        default=7,
+        help="0-based round of the withdrawal (default %(default)s)",
+    )
+    leave.add_argument(
+        "--method",
+        choices=("forsaken", "forcible", "natural"),
+        default="forsaken",
+        help="how the provider leaves (Liu et al. 2020): forsaken sends the dummy-gradient "
+        "elimination update, forcible subtracts its accumulated contributions, natural "
+        "sends nothing and lets the model forget (default %(default)s)",
+    )
     leave.add_argument(
         "--iterations",
         type=int,

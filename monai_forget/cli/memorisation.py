@@ -48,11 +48,19 @@ def _common(parser: argparse.ArgumentParser) -> None:
         nargs=2,
         default=(1, 1),
         metavar=("ROW", "COL"),
-        help="top-left pixel of the text (default 1 1)",
+        help="top-left pixel of the text (default %(default)s)",
     )
-    parser.add_argument("--scale", type=int, default=1, help="glyph scale (5x5 font pixels)")
     parser.add_argument(
-        "--value", type=_value, default=1.0, help="pixel value of the text, or 'max' (default 1.0)"
+        "--scale",
+        type=int,
+        default=1,
+        help="glyph magnification: N gives 5*N-pixel rows (default %(default)s)",
+    )
+    parser.add_argument(
+        "--value",
+        type=_value,
+        default=1.0,
+        help="pixel value of the text, or 'max' (default %(default)s)",
     )
     parser.add_argument(
         "--random-feature",
@@ -135,7 +143,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--correction",
         choices=LEAK_SCAN_CORRECTIONS,
         default=LEAK_SCAN_CORRECTIONS[0],
-        help="multiple-testing correction of the calibrated p-values (default Benjamini-Hochberg)",
+        help="multiple-testing correction of the calibrated p-values: bh Benjamini-Hochberg, "
+        "bonferroni, none (default %(default)s)",
     )
     scan.add_argument(
         "--alpha",

@@ -29,7 +29,11 @@ def add_model_arguments(parser: argparse.ArgumentParser, role: str) -> None:
     """Add the options naming a model file and, for state dicts, its architecture."""
     parser.add_argument("--model", required=True, help=f"{role} model: TorchScript or state dict")
     parser.add_argument("--network", help="registry name of the architecture (state dicts)")
-    parser.add_argument("--network-args", default="{}", help="JSON keyword arguments of --network")
+    parser.add_argument(
+        "--network-args",
+        default="{}",
+        help="JSON keyword arguments of --network (default %(default)s)",
+    )
 
 
 def add_recipe_arguments(parser: argparse.ArgumentParser) -> None:

@@ -36,10 +36,10 @@ def _common(parser: argparse.ArgumentParser, split_default: str, split_keyword: 
     split_help = "TRAIN,VAL,TEST patient fractions for a seeded patient-level split"
     if split_keyword:
         split_help += f", or '{split_keyword}' to keep the dataset's own split"
+    out.add_argument("--split", default=split_default, help=f"{split_help} (default %(default)s)")
     out.add_argument(
-        "--split", default=split_default, help=f"{split_help} (default {split_default})"
+        "--seed", type=int, default=0, help="seed of random splits (default %(default)s)"
     )
-    out.add_argument("--seed", type=int, default=0, help="seed of random splits (default 0)")
 
     sites = parser.add_argument_group(
         "providers (default: one provider 'all')",
@@ -50,7 +50,6 @@ def _common(parser: argparse.ArgumentParser, split_default: str, split_keyword: 
     sites.add_argument(
         "--provider",
         action="append",
-        default=[],
         metavar="NAME=P1,P2,...|NAME=@FILE",
         help="explicit provider (repeatable); FILE lists one patient per line",
     )
@@ -68,7 +67,7 @@ def _site_spec(args: argparse.Namespace) -> SiteSpec:
 
     return SiteSpec(
         site_map=args.site_map,
-        providers=tuple(parse_provider(text) for text in args.provider),
+        providers=tuple(parse_provider(text) for text in args.provider or ()),
         other_site=args.other_site,
         random_sites=args.random_sites,
         from_source=getattr(args, "site_from_source", False),
@@ -269,13 +268,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--frames",
         choices=ACDC_NIFTI_FRAMES,
         default="ed-es",
-        help="ED/ES frames only, or every frame of the 4D file (default ed-es)",
+        help="ED/ES frames only, or every frame of the 4D file (default %(default)s)",
     )
     p.add_argument(
         "--level",
         choices=ACDC_LEVELS,
         default="slice",
-        help="an entry per short-axis slice or per volume (default slice)",
+        help="an entry per short-axis slice or per volume (default %(default)s)",
     )
     _common(p, DEFAULT_FRACTIONS, None)
     p.set_defaults(func=_acdc_nifti)
@@ -287,7 +286,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--level",
         choices=ACDC_LEVELS,
         default="slice",
-        help="an entry per 2D slice or per 3D volume file (default slice)",
+        help="an entry per 2D slice or per 3D volume file (default %(default)s)",
     )
     _common(p, DEFAULT_FRACTIONS, "release")
     p.set_defaults(func=_acdc_h5)

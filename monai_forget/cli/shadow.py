@@ -41,7 +41,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--index", type=_index, required=True, help="first job (e.g. $SLURM_ARRAY_TASK_ID)"
     )
     train.add_argument(
-        "--count", type=positive_int, default=1, help="jobs to train from --index (default 1)"
+        "--count",
+        type=positive_int,
+        default=1,
+        help="jobs to train from --index (default %(default)s)",
     )
     train.add_argument(
         "--fraction",

@@ -115,6 +115,11 @@ def load_acdc_slices(root: str | os.PathLike | None = None, size: int = 64) -> L
     ``skimage.transform.resize`` (bilinear, anti-aliasing, range preserved); the
     aspect ratio is not kept. Ids look like ``patient001_frame01_slice_3``.
 
+    Not MONAI's ``Resize(anti_aliasing=True)``: its Gaussian pre-filter pads with zeros,
+    so every slice would get a dark frame (a constant image loses up to 18% at its
+    border, 0.15 of the [0, 1] range on real slices); scikit-image mirrors at the border
+    and keeps a constant image constant.
+
     Args:
         root: Real-data folder; default :func:`data_root`.
         size: Output height and width.

@@ -1,9 +1,7 @@
 """The manifest of every file the injector wrote: JSON and CSV twins.
 
-The JSON holds every value as it is. In the CSV, a text cell that begins with ``=``,
-``+``, ``-``, ``@``, a tab or a carriage return gets a leading ``'`` so that a
-spreadsheet shows it instead of running it as a formula (file names are chosen by
-whoever filled the input folder; OWASP "CSV Injection").
+The JSON holds every value as it is. In the CSV, a text cell that a spreadsheet would
+run as a formula is neutralised (:func:`monai_forget.io.csv_cell`).
 """
 
 from __future__ import annotations
@@ -22,9 +20,7 @@ from monai_forget.canary import TYPEFACE
 from monai_forget.dicom.errors import InjectionError
 from monai_forget.dicom.hashing import TextHasher
 from monai_forget.dicom.record import ManifestRecord
-from monai_forget.io import atomic_write, check_writable
-
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+from monai_forget.io import atomic_write, check_writable, csv_cell
 
 
 def manifest_paths(prefix: str | os.PathLike) -> tuple[Path, Path]:
@@ -75,15 +71,6 @@ def check_manifest_target(prefix: str | os.PathLike, overwrite: bool = False) ->
     return paths
 
 
-def _csv_cell(value: object) -> object:
-    # Lists (frames, per-frame values) go into one cell as JSON so the CSV stays flat.
-    if isinstance(value, (list, tuple, dict)):
-        return json.dumps(value)
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
-        return "'" + value
-    return value
-
-
 def write_manifest(
     records: Iterable[ManifestRecord | Mapping],
     prefix: str | os.PathLike,
@@ -122,7 +109,7 @@ def write_manifest(
     quoting = csv.DictWriter(table, columns, lineterminator="\n", quoting=csv.QUOTE_ALL)
     writer.writeheader()
     for row in rows:
-        cells = {k: _csv_cell(v) for k, v in row.items()}
+        cells = {k: csv_cell(v) for k, v in row.items()}
         has_cr = any(isinstance(v, str) and "\r" in v for v in cells.values())
         (quoting if has_cr else writer).writerow(cells)
     with atomic_write(json_path, "w", overwrite=overwrite) as handle:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from monai_forget.io import atomic_write, check_writable
+from monai_forget.io import atomic_write, check_writable, csv_cell
 from monai_forget.results import jsonable, write_json
 
 __all__ = ["MetricsWriter", "PredictionWriter"]
@@ -100,8 +100,10 @@ class PredictionWriter:
     Columns: ``image`` (the image file: the ``image_path`` field the bundles' loading
     keeps, or the image's metadata), the id fields the data has (``id``, ``patient``,
     ``frame``, ``slice``), ``label`` (empty when unknown), ``pred`` (arg-max class) and one
-    probability column per class. Written atomically at epoch completion; an existing file
-    is refused at construction unless ``overwrite``.
+    probability column per class. Text cells a spreadsheet would run as formulas (a file
+    named ``=HYPERLINK(...).png``) are neutralised as in the DICOM manifest
+    (:func:`monai_forget.io.csv_cell`). Written atomically at epoch completion; an existing
+    file is refused at construction unless ``overwrite``.
 
     Args:
         path: the CSV file.
@@ -141,7 +143,7 @@ class PredictionWriter:
             row["label"] = "" if label is None else int(torch.as_tensor(label).ravel()[0])
             row["pred"] = int(probs.argmax())
             for name, p in zip(self.class_names, probs.tolist(), strict=True):
-                row[f"p_{name}"] = f"{p:.6g}"
+                row[f"p_{name}"] = float(f"{p:.6g}")  # a number, never neutralised
             self.rows.append(row)
 
     def _write(self, engine: Any) -> None:
@@ -150,7 +152,7 @@ class PredictionWriter:
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=columns, restval="")
         writer.writeheader()
-        writer.writerows(self.rows)
+        writer.writerows({k: csv_cell(v) for k, v in row.items()} for row in self.rows)
         with atomic_write(self.path, "w", overwrite=self.overwrite) as handle:
             handle.write(buffer.getvalue())
         self.overwrite = True
