@@ -284,6 +284,9 @@ def run(args: argparse.Namespace) -> None:
     cache.mkdir(parents=True, exist_ok=True)
     store = cache / "cells.json"
     done: dict[str, dict] = json.loads(store.read_text()) if store.is_file() else {}
+    if args.report:
+        report(done, args)
+        return
     pools: dict[str, Pools] = {}
     prepared: dict[tuple[str, int], Prepared] = {}
     # K-S trains a model per draw: every other auditor's cells first, K-S's last.
@@ -337,10 +340,45 @@ def report(done: dict[str, dict], args: argparse.Namespace) -> None:
                     f"{_rate(c[NOT_FORGOTTEN], n)} | {_rate(c[INCONCLUSIVE], n)} | "
                     f"{_rate(wrong, n)} |")  # fmt: skip
             say()
+    targets(done, args)
     if args.out:
         write(args.out)
     if args.error_rates:
         write_error_rates(done, args)
+
+
+def targets(done: dict[str, dict], args: argparse.Namespace) -> None:
+    """Issue 11's targets for the reference-model auditor, marked as measured."""
+    rows = [(key.split("|"), c) for key, c in done.items() if key.endswith("|refmodel")]
+    mark = lambda ok: "**met**" if ok else "**missed**"  # noqa: E731
+    say("## Targets (reference-model auditor)")
+    say()
+    null = [(wilson(c[NOT_FORGOTTEN], c["draws"])[1], k) for k, c in rows if k[2] == "non-members"]
+    worst = max(null)
+    say(f"- false \"not forgotten\" on non-members, upper 95 % bound <= 0.1 in every cell: "
+        f"worst {worst[0]:.3f} ({'|'.join(worst[1][:4])}): {mark(worst[0] <= 0.1)}")  # fmt: skip
+    members = [(c[FORGOTTEN] / c["draws"], k) for k, c in rows if k[2] == "members"]
+    worst = max(members)
+    say(f"- false \"forgotten\" on members <= 0.05 in every cell: worst {worst[0]:.3f}: "
+        f"{mark(worst[0] <= 0.05)}")  # fmt: skip
+    for kind, sizes in (("members", (50, 200)), ("10% remembered", (200,))):
+        found = [(c[NOT_FORGOTTEN] / c["draws"], k) for k, c in rows
+                 if k[1] == "100" and k[2] == kind and int(k[3]) in sizes]  # fmt: skip
+        low = min(found)
+        say(
+            f'- "not forgotten" for {kind} at |D_Q| in {sizes} >= 0.9 of draws (k = 100): '
+            f"lowest {low[0]:.2f} ({low[1][0]}, |D_Q| {low[1][3]}): {mark(low[0] >= 0.9)}"
+        )
+    wrong = sum(c[NOT_FORGOTTEN] if k[2] == "non-members" else c[FORGOTTEN] for k, c in rows)
+    draws = sum(c["draws"] for k, c in rows if k[2] in ("non-members", "members"))
+    decided = sum(c[FORGOTTEN] for k, c in rows)
+    say(
+        f'- wrong decisions over all reference-model draws: {wrong} (false "not forgotten" '
+        f'on non-members, which the test\'s alpha allows, and none on members); "forgotten" '
+        f"was decided {decided} times in {draws} member/non-member draws: no query set here "
+        "gave the test the power it needs"
+    )
+    say()
 
 
 def write_error_rates(done: dict[str, dict], args: argparse.Namespace) -> None:
@@ -375,6 +413,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="also write the rates as JSON (the report's measured_error_rates.json)",
     )
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--report", action="store_true", help="render <cache-dir>/cells.json, run nothing"
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.null_draws, args.draws, args.ks_draws = 10, 10, 2
