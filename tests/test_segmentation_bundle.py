@@ -198,6 +198,7 @@ def test_inference_writes_nifti_masks_and_never_replaces_them(bounded: dict) -> 
     with h5py.File(source / "acdc_ssl4mis" / "data" / "patient007_frame01.h5") as f:
         depth, h, w = f["image"].shape
     assert mask.shape == (h, w, depth) and mask.get_data_dtype() == np.uint8
+    assert int(mask.header["sform_code"]) == int(mask.header["qform_code"]) == 0  # h5: no geometry
     assert set(np.unique(np.asarray(mask.dataobj))) <= {0, 1, 2, 3}
     again = _run("monai.bundle", "run", *bounded["infer"])
     assert again.returncode != 0

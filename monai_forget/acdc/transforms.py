@@ -42,6 +42,7 @@ class LoadACDCVolumed(MapTransform):
         meta = {
             "filename_or_obj": f"{volume.patient}_{volume.phase}",
             "source": volume.source,
+            "geometry_known": volume.spacing is not None,
         }
         affine = torch.as_tensor(volume.affine, dtype=torch.float64)
         d["image"] = MetaTensor(volume.image[None], affine=affine, meta=dict(meta))
@@ -59,9 +60,10 @@ class SaveACDCMaskd(MapTransform):
     """Write a segmentation (``(1, H, W, D)`` class indices) as NIfTI, atomically.
 
     The file is ``<output_dir>/<filename_or_obj>_seg.nii.gz`` (e.g.
-    ``patient001_ED_seg.nii.gz``), uint8, with the MetaTensor's affine (the source's:
-    the NIfTI release's geometry, identity for the h5 release). An existing file is
-    refused unless ``overwrite``.
+    ``patient001_ED_seg.nii.gz``), uint8, with the source's affine (the NIfTI release's
+    geometry); a source without geometry (the h5 release) gives a header without one
+    (qform and sform codes 0), so no reader mistakes its pixels for 1 mm. An existing
+    file is refused unless ``overwrite``.
 
     Args:
         output_dir: the output folder (created).
@@ -87,8 +89,10 @@ class SaveACDCMaskd(MapTransform):
         name = str(meta.get("filename_or_obj", "mask"))
         affine = np.asarray(getattr(mask, "affine", np.eye(4)), dtype=np.float64)
         array = np.asarray(torch.as_tensor(mask).detach().cpu())[0].astype(np.uint8)
-        image = nib.Nifti1Image(array, affine)
-        image.header.set_xyzt_units("mm")
+        known = bool(np.asarray(meta.get("geometry_known", True)).ravel()[0])
+        image = nib.Nifti1Image(array, affine if known else None)
+        if known:
+            image.header.set_xyzt_units("mm")
         with atomic_write(self.path_for(name), "wb", overwrite=self.overwrite) as handle:
             handle.write(gzip.compress(image.to_bytes(), mtime=0))
         d[f"{self.key}_file"] = self.path_for(name)
