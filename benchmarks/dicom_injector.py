@@ -1,187 +1,176 @@
-"""Throughput of the DICOM canary injector against a plain pydicom read + write.
+"""Speed of the DICOM canary injector and of the command line's start-up, side by side.
 
-Builds a temporary folder of real slices (ACDC cine-MR slices from the SSL4MIS h5
-files under ``$MONAI_FORGET_DATA/acdc_ssl4mis/data``, written as 12-bit MONOCHROME2
-DICOM with pydicom; or, without that data, copies of pydicom's bundled real CT/MR files
-with fresh UIDs), then times, over the same files:
+Data: copies of pydicom's bundled real CT_small / MR_small slices with fresh UIDs, in a
+temporary folder (nothing is copied into the repository). Baseline: a plain Python loop
+that reads each file with pydicom, stamps a 5x5 block at the image maximum and saves it
+(``benchmarks/_plain_dicom_loop.py``, importing pydicom only). Measured in one run, the compared
+commands taking turns (rounds in rotating order; medians; the 1-minute load average
+before each run recorded):
 
-* baseline: ``pydicom.dcmread`` + ``Dataset.save_as`` per file;
-* the same read + write through ``monai_forget.io.atomic_write`` (temporary file,
-  fsync, rename: the project's policy for every output), to separate I/O policy from
-  the injector's own work;
-* injector: ``inject_file`` per file (decode, burn in, re-encode, tags, atomic write
-  with fsync, output sha256), and ``inject_tree`` in ``--all`` mode (adds staging and
-  the folder walk).
+1. whole process, over 300 and over 30 files: the plain loop vs ``python -m monai_forget
+   canary inject IN OUT --all --text "JOHN DOE" --workers N`` for N = 1 and 2;
+2. per file, in one process (start-up excluded): the plain loop vs ``inject_tree(...,
+   all_files=True, workers=N)`` over the 300 files;
+3. start-up: a single-file ``canary inject`` and ``monai-forget --help`` (whole process).
 
-Prints files/s and the ratio of times (target <= 1.5x). Nothing is copied into the
-repository; the temporary folder is deleted at the end.
+Targets (issue 14): folder mode over 300 files <= 1.2x the plain loop (whole process);
+single-file inject <= 1.5 s; ``--help`` <= 1 s.
 
-Usage: ``python benchmarks/dicom_injector.py [--n 500] [--repeats 2]``
+Usage: ``python benchmarks/dicom_injector.py [--rounds 5] [--max-load 2.5] [--out FILE]``
 """
 
 from __future__ import annotations
 
 import argparse
-import io
 import shutil
+import sys
 import tempfile
-import time
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import pydicom
 from pydicom.data import get_testdata_file
-from pydicom.dataset import Dataset, FileMetaDataset
-from pydicom.uid import ExplicitVRLittleEndian, MRImageStorage, generate_uid
+from pydicom.uid import generate_uid
 
-from monai_forget.data import data_root
-from monai_forget.dicom import BurnInOptions, inject_file, inject_tree
-from monai_forget.io import atomic_write
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's package
+from _markdown import log, say, write
+from _plain_dicom_loop import plain_loop
+from _timing import Timing, add_arguments, interleaved, machine, process, verdict, wait_options
 
+from monai_forget.dicom import BurnInOptions, TextHasher, inject_tree
 
-def acdc_slices(n: int) -> list[Path]:
-    """Up to ``n`` ACDC 2D slice files, or an empty list when the data is absent."""
-    folder = data_root() / "acdc_ssl4mis" / "data"
-    if not folder.is_dir():
-        return []
-    return sorted(folder.glob("patient*_frame*_slice_*.h5"))[:n]
+TEXT = "JOHN DOE"
 
 
-def write_acdc_dicom(h5_files: list[Path], out: Path) -> None:
-    """Write each ACDC slice as a 12-bit MR DICOM with a display window."""
-    import h5py
-
-    study, series = generate_uid(), generate_uid()
-    for i, path in enumerate(h5_files):
-        with h5py.File(path) as f:
-            image = np.asarray(f["image"], dtype=np.float32)
-        ds = Dataset()
-        ds.file_meta = FileMetaDataset()
-        ds.file_meta.TransferSyntaxUID = ExplicitVRLittleEndian
-        ds.SOPClassUID = MRImageStorage
-        ds.SOPInstanceUID = generate_uid()
-        ds.file_meta.MediaStorageSOPClassUID = MRImageStorage
-        ds.file_meta.MediaStorageSOPInstanceUID = ds.SOPInstanceUID
-        ds.StudyInstanceUID, ds.SeriesInstanceUID = study, series
-        ds.Modality = "MR"
-        ds.PatientName = f"ACDC^{path.stem.split('_')[0].upper()}"
-        ds.PatientID = path.stem.split("_")[0]
-        ds.InstanceNumber = i + 1
-        ds.ImageType = ["ORIGINAL", "PRIMARY", "M"]
-        ds.WindowCenter, ds.WindowWidth = 1600, 3200
-        pixels = np.clip(np.rint(image * 4095), 0, 4095).astype(np.uint16)
-        ds.set_pixel_data(pixels, "MONOCHROME2", 12, generate_instance_uid=False)
-        ds.save_as(out / f"{i:05d}.dcm", enforce_file_format=True)
-
-
-def write_pydicom_copies(n: int, out: Path) -> None:
-    """Copies of pydicom's bundled real slices with fresh UIDs."""
+def write_copies(n: int, out: Path) -> None:
+    """``n`` copies of pydicom's CT_small / MR_small, alternating, with fresh UIDs."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         sources = [get_testdata_file(name) for name in ("CT_small.dcm", "MR_small.dcm")]
+    out.mkdir(parents=True)
     for i in range(n):
-        ds = pydicom.dcmread(sources[i % len(sources)])
+        ds = pydicom.dcmread(sources[i % 2])
         ds.SOPInstanceUID = generate_uid()
         ds.file_meta.MediaStorageSOPInstanceUID = ds.SOPInstanceUID
         ds.save_as(out / f"{i:05d}.dcm", enforce_file_format=True)
 
 
-def plain_copy(files: list[Path], out: Path) -> None:
-    for path in files:
-        pydicom.dcmread(path).save_as(out / path.name)
+def inject(src: Path, dst: Path, workers: int) -> None:
+    options = BurnInOptions(text=TEXT)
+    hasher = TextHasher(plain_text=True)
+    inject_tree(src, dst, options, all_files=True, hasher=hasher, workers=workers)
 
 
-def atomic_copy(files: list[Path], out: Path) -> None:
-    """Baseline with the project's write policy (temporary file, fsync, rename)."""
-    for path in files:
-        buffer = io.BytesIO()
-        pydicom.dcmread(path).save_as(buffer)
-        with atomic_write(out / path.name, "wb") as handle:
-            handle.write(buffer.getvalue())
+def clean(work: Path) -> None:
+    for path in work.glob("out*"):
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
-def injector(files: list[Path], out: Path) -> None:
-    options = BurnInOptions(text="JOHN DOE")
-    for path in files:
-        inject_file(path, out / path.name, options)
+def whole_process(src: Path, work: Path, rounds: int, **wait: float) -> dict[str, Timing]:
+    command = ["-m", "monai_forget", "canary", "inject", str(src)]
+    baseline = str(Path(__file__).resolve().parent / "_plain_dicom_loop.py")
+    runs = {"plain": process([baseline, str(src), str(work / "out_plain")])}
+    for n in (1, 2):
+        out = str(work / f"out_w{n}")
+        runs[f"w{n}"] = process([*command, out, "--all", "--text", TEXT, "--workers", str(n)])
+    return interleaved(runs, rounds, after=lambda _: clean(work), log=log, **wait)
 
 
-def best_times(
-    runs: dict[str, Callable[[list[Path], Path], None]],
-    files: list[Path],
-    work: Path,
-    repeats: int,
-) -> dict[str, float]:
-    """Fastest of ``repeats`` runs per method, each into a fresh output folder.
-
-    The methods take turns within each repeat, so a change in machine load (the CPU is
-    shared) hits all of them alike.
-    """
-    times: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(repeats):
-        for name, run in runs.items():
-            out = Path(tempfile.mkdtemp(dir=work))
-            start = time.perf_counter()
-            run(files, out)
-            times[name].append(time.perf_counter() - start)
-            shutil.rmtree(out)
-    return {name: min(values) for name, values in times.items()}
+def per_file(src: Path, work: Path, rounds: int, **wait: float) -> dict[str, Timing]:
+    runs = {
+        "plain": lambda: plain_loop(src, work / "out_plain"),
+        "w1": lambda: inject(src, work / "out_w1", 1),
+        "w2": lambda: inject(src, work / "out_w2", 2),
+    }
+    return interleaved(runs, rounds, after=lambda _: clean(work), log=log, **wait)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=500, help="number of slices (>= 500)")
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+def start_up(src: Path, work: Path, rounds: int, **wait: float) -> dict[str, Timing]:
+    single = ["canary", "inject", str(next(src.iterdir())), str(work / "out.dcm")]
+    runs = {
+        "help": process(["-m", "monai_forget", "--help"]),
+        "single": process(["-m", "monai_forget", *single, "--text", TEXT]),
+    }
+    return interleaved(runs, rounds, after=lambda _: clean(work), log=log, **wait)
 
-    with tempfile.TemporaryDirectory(prefix="canary-bench-") as tmp:
-        work = Path(tmp)
-        src = work / "slices"
-        src.mkdir()
-        h5_files = acdc_slices(args.n)
-        if len(h5_files) >= args.n:
-            write_acdc_dicom(h5_files, src)
-            what = f"{args.n} ACDC cine-MR slices (SSL4MIS h5) as 12-bit MONOCHROME2 DICOM"
-        else:
-            write_pydicom_copies(args.n, src)
-            what = f"{args.n} copies of pydicom's CT_small/MR_small with fresh UIDs"
-        files = sorted(src.glob("*.dcm"))
-        shape = pydicom.dcmread(files[0]).pixel_array.shape
-        print(f"data: {what}; first slice {shape[0]}x{shape[1]}")
 
-        def tree(_files: list[Path], out: Path) -> None:
-            inject_tree(src, out / "tree", BurnInOptions(text="JOHN DOE"), all_files=True)
-
-        plain_copy(files, Path(tempfile.mkdtemp(dir=work)))  # warm the page cache
-        best = best_times(
-            {"plain": plain_copy, "atomic": atomic_copy, "file": injector, "tree": tree},
-            files,
-            work,
-            args.repeats,
+def ratio_rows(label: str, n: int, t: dict[str, Timing], per: float = 1.0) -> list[str]:
+    unit = "ms/file" if per != 1.0 else "s"
+    rows = []
+    for name in ("w1", "w2"):
+        ratio = t[name].median / t["plain"].median
+        rows.append(
+            f"| {label} | {n} | {t['plain'].median * per:.2f} {unit} | "
+            f"{name[1]} | {t[name].median * per:.2f} {unit} | **{ratio:.2f}x** | "
+            f"{t['plain'].load} / {t[name].load} |"
         )
-        baseline, same_io, per_file, folder = (best[k] for k in ("plain", "atomic", "file", "tree"))
+    return rows
 
-    n = len(files)
-    print(f"plain pydicom read + write: {n / baseline:8.1f} files/s ({baseline:.2f} s)")
-    print(
-        f"read + atomic write (fsync): {n / same_io:7.1f} files/s ({same_io:.2f} s), "
-        f"ratio {same_io / baseline:.2f}x"
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_arguments(parser, rounds=5)
+    args = parser.parse_args()
+    wait = wait_options(args)
+
+    say("## DICOM injector and command-line start-up (issue 14)\n")
+    say(
+        f"`python benchmarks/dicom_injector.py --rounds {args.rounds}` · pydicom "
+        f"{pydicom.__version__}, {machine()}\n"
     )
-    print(
-        f"inject_file per file:       {n / per_file:8.1f} files/s ({per_file:.2f} s), "
-        f"ratio {per_file / baseline:.2f}x"
+    with tempfile.TemporaryDirectory(prefix="injector-bench-") as tmp:
+        work = Path(tmp)
+        trees = {n: work / f"in{n}" for n in (300, 30)}
+        for n, path in trees.items():
+            write_copies(n, path)
+        plain_loop(trees[300], work / "out_warm")  # warm the page cache
+        clean(work)
+        log("whole process ...")
+        whole = {n: whole_process(trees[n], work, args.rounds, **wait) for n in trees}
+        log("per file ...")
+        files = per_file(trees[300], work, args.rounds, **wait)
+        log("start-up ...")
+        start = start_up(trees[30], work, args.rounds, **wait)
+
+    say(
+        "Plain loop: pydicom read, 5x5 block, save. Injector: `canary inject --all` "
+        "(decode, burn-in at the displayed white, re-encode, derived-image tags, "
+        "atomic write into a staging folder published by one rename, sha256, manifest). "
+        f"Median of {args.rounds} interleaved rounds; load: 1-minute load average "
+        "before the runs (plain / injector), median (max).\n"
     )
-    print(
-        f"inject_tree --all:          {n / folder:8.1f} files/s ({folder:.2f} s), "
-        f"ratio {folder / baseline:.2f}x (target <= 1.5x)"
+    say("| measurement | files | plain loop | workers | injector | ratio | load |")
+    say("|---|---|---|---|---|---|---|")
+    for n in (300, 30):
+        for row in ratio_rows("whole process", n, whole[n]):
+            say(row)
+    for row in ratio_rows("per file (one process)", 300, files, per=1000 / 300):
+        say(row)
+    say("")
+    help_s, single_s = start["help"].median, start["single"].median
+    best = min(whole[300][w].median for w in ("w1", "w2")) / whole[300]["plain"].median
+    w2 = whole[300]["w2"].median / whole[300]["plain"].median
+    w1 = whole[300]["w1"].median / whole[300]["plain"].median
+    say("| target | measured | verdict |")
+    say("|---|---|---|")
+    say(
+        f"| folder mode, 300 files, whole process <= 1.2x the plain loop | "
+        f"{w2:.2f}x with 2 workers (the default here), {w1:.2f}x with 1 | "
+        f"{verdict(best <= 1.2)} (2 workers: {verdict(w2 <= 1.2)}, "
+        f"1 worker: {verdict(w1 <= 1.2)}) |"
     )
-    print(
-        f"injector vs read + atomic write: ratio {per_file / same_io:.2f}x "
-        "(cost of decode, burn-in, re-encode and tags alone)"
+    say(
+        f"| single-file `canary inject` <= 1.5 s | {single_s:.2f} s "
+        f"(load {start['single'].load}) | {verdict(single_s <= 1.5)} |"
     )
+    say(
+        f"| `monai-forget --help` <= 1 s | {help_s:.2f} s (load {start['help'].load}) | "
+        f"{verdict(help_s <= 1.0)} |"
+    )
+    if args.out:
+        write(args.out)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

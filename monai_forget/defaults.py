@@ -14,8 +14,9 @@ SEED = 0
 DEVICE = "cpu"
 BATCH_SIZE = 256
 
-#: EMA (Huang, Li & Li 2021): the membership metrics OR-ed in Step 1 and its options.
-EMA_METRICS: tuple[str, ...] = ("correctness", "confidence", "entropy", "modified_entropy")
+#: EMA (Huang, Li & Li 2021): the paper's three membership metrics OR-ed in Step 1 and
+#: its options.
+EMA_METRICS: tuple[str, ...] = ("correctness", "confidence", "entropy")
 EMA_ALPHA = 0.1
 EMA_THRESHOLD_BY = "label"
 EMA_TEST = "welch"
@@ -26,6 +27,11 @@ MEMORISATION_TESTS: tuple[str, ...] = ("student", "welch", "paired", "wilcoxon")
 MEMORISATION_PAPER_TEST = "student"
 LEAK_SCAN_CORRECTIONS: tuple[str, ...] = ("bh", "bonferroni", "none")
 LEAK_SCAN_ALPHA = 0.05
+#: Random controls z_r: the paper's block-overwrite patch, equal-ink masks, random letters.
+MEMORISATION_RANDOM_FEATURES: tuple[str, ...] = ("patch", "ink", "text")
+#: Decoys of the calibrated test of one feature (smallest p 1/200); a scan draws enough
+#: for its roster (``memorisation.leak_scan.default_decoys``).
+MEMORISATION_SCORE_DECOYS = 199
 
 #: Forsaken's dummy-gradient generator (Liu et al. 2020, Eq. 4): iterations E, the
 #: weight of the change-from-original regulariser λ_r and of the step-length term λ_s.
@@ -35,3 +41,9 @@ FORSAKEN_GENERATOR = MappingProxyType({"iterations": 20, "drift_weight": 0.03, "
 #: slice or per volume, and the NIfTI release's frames (ED and ES, or all of the 4D file).
 ACDC_LEVELS: tuple[str, ...] = ("slice", "volume")
 ACDC_NIFTI_FRAMES: tuple[str, ...] = ("ed-es", "all")
+
+#: The reference-model auditor: reference models, the level of its set-level test, and
+#: the power that test needs before a query set is called forgotten.
+REFMODEL_REFERENCES = 8
+REFMODEL_ALPHA = 0.05
+REFMODEL_MIN_POWER = 0.95

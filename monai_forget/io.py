@@ -9,25 +9,33 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+#: How to allow replacing a file, for every caller: Python, the CLI, a MONAI bundle
+#: (whose command line needs a value after the flag).
+OVERWRITE_HINT = "pass overwrite=True (monai-forget: --overwrite; MONAI bundle: --overwrite True)"
+
 
 def check_writable(path: str | os.PathLike, overwrite: bool) -> Path:
     """Return ``path`` as a ``Path`` or refuse to replace an existing file.
 
     Raises:
+        IsADirectoryError: ``path`` is a folder (a file name is needed, even with
+            ``overwrite``).
         FileExistsError: ``path`` exists and ``overwrite`` is false.
     """
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a folder; give the name of the file to write")
     if path.exists() and not overwrite:
-        raise FileExistsError(
-            f"{path} already exists; pass overwrite=True (CLI: --overwrite) to replace it"
-        )
+        raise FileExistsError(f"{path} already exists; {OVERWRITE_HINT} to replace it")
     return path
 
 
-def _umask() -> int:
+def make_public(path: str | os.PathLike) -> None:
+    """Give a private temporary file or folder (``mkstemp``/``mkdtemp`` make them 0600 /
+    0700) the mode of a normal new one: ``0o666`` / ``0o777`` less the umask."""
     mask = os.umask(0)
     os.umask(mask)
-    return mask
+    os.chmod(path, (0o777 if os.path.isdir(path) else 0o666) & ~mask)
 
 
 @contextlib.contextmanager
@@ -52,10 +60,14 @@ def atomic_write(
             it with one rename pass ``False`` and sync once (see :func:`sync_all`).
     """
     path = check_writable(path, overwrite)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.chmod(tmp, 0o666 & ~_umask())
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:  # read-only or missing permissions: name the folder, not a temp file
+        reason = err.strerror or str(err)
+        raise type(err)(f"cannot write {path}: {reason} (folder {path.parent})") from None
+    try:
+        make_public(tmp)
         with os.fdopen(fd, mode) as handle:
             yield handle
             handle.flush()
@@ -83,7 +95,7 @@ def publish_new(tmp: str | os.PathLike, path: str | os.PathLike) -> None:
     """
     taken = (
         f"{path} appeared while it was being written (another writer?); "
-        "pass overwrite=True (CLI: --overwrite) to replace it"
+        f"{OVERWRITE_HINT} to replace it"
     )
     try:
         os.link(tmp, path)

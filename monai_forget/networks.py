@@ -9,15 +9,20 @@ objects: it reads TorchScript archives or state dicts with ``weights_only=True``
 from __future__ import annotations
 
 import os
-import pickle
 import warnings
-import zipfile
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
+
+from monai_forget.model_files import (
+    UnsafeModelError,
+    check_model_file,
+    damaged,
+    is_torchscript,
+    load_state_dict,
+)
 
 __all__ = [
     "CNN1",
@@ -27,15 +32,12 @@ __all__ = [
     "NETWORKS",
     "REFERENCE_NETWORKS",
     "LiuTsaftarisCNN",
+    "PaperNetwork",
     "SmallCNN",
     "UnsafeModelError",
     "get_network",
     "load_model",
 ]
-
-
-class UnsafeModelError(ValueError):
-    """A model file needs arbitrary unpickling, which is refused."""
 
 
 class MLP(nn.Module):
@@ -98,102 +100,107 @@ class SmallCNN(nn.Module):
         return self.head(torch.flatten(self.pool(self.features(x)), 1))
 
 
-def _numel(in_shape: Sequence[int]) -> int:
-    n = 1
-    for d in in_shape:
-        n *= int(d)
-    return n
+# Hartley & Tsaftaris (2022), App. A.4 ablations: dropout 0.2 after dense and 0.5 after
+# convolutional layers; batch norm with Keras momentum 0.99 (torch 0.01), epsilon 1e-3.
+_DROPOUT = {"dense": 0.2, "conv": 0.5}
+_BN = {"eps": 1e-3, "momentum": 0.01}
 
 
-class MLP1(nn.Module):
-    """MLP-1, the multi-layer perceptron of Hartley & Tsaftaris (2022), Appendix A.
-
-    ``Flatten -> Linear(in, hidden) -> ReLU -> Linear(hidden, num_classes)``: one hidden
-    layer, the smallest model whose memorisation of a unique feature the paper measures.
-    The width is a parameter; the default is ours (see ``docs/memorisation.md``).
-
-    Args:
-        in_shape: Shape ``(C, H, W)`` of one input, e.g. ``(1, 28, 28)``.
-        num_classes: Number of output logits.
-        hidden: Width of the hidden layer.
-    """
-
-    def __init__(self, in_shape: Sequence[int], num_classes: int, hidden: int = 512) -> None:
-        super().__init__()
-        self.net = nn.Sequential(
-            nn.Flatten(),
-            nn.Linear(_numel(in_shape), int(hidden)),
-            nn.ReLU(),
-            nn.Linear(int(hidden), int(num_classes)),
-        )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
+def _activation(kind: str, width: int, batch_norm: bool, dropout: bool) -> list[nn.Module]:
+    """``[BN] -> ReLU -> [Dropout]`` after a dense or convolutional layer (App. A.4)."""
+    norm = nn.BatchNorm1d if kind == "dense" else nn.BatchNorm2d
+    return [
+        *([norm(width, **_BN)] if batch_norm else []),
+        nn.ReLU(),
+        *([nn.Dropout(_DROPOUT[kind])] if dropout else []),
+    ]
 
 
-class CNN1(nn.Module):
-    """CNN-1, the plain convolutional network of Hartley & Tsaftaris (2022), Appendix A.
+class PaperNetwork(nn.Module):
+    """The reference networks of Hartley & Tsaftaris (2022), Appendix A.3.
 
-    Two ``conv3x3 -> ReLU -> maxpool2`` blocks, then ``Flatten -> Linear -> ReLU ->
-    Linear`` to logits. Unlike :class:`SmallCNN` the head sees every spatial position
-    (no global pooling), so a feature in one corner of the image can be learnt as such.
-    Widths are parameters; the defaults are ours, sized for CPU budgets.
+    ``Conv2D(c, 3x3) -> ReLU`` per entry of ``channels`` (none for MLP-1) with a
+    ``MaxPool2d(2)`` after every ``pool_every`` of them, then ``Flatten``, ``Dense(w) ->
+    ReLU`` per hidden width and a ``Dense`` to logits (the softmax is left to the loss
+    and to ``predict``). Convolutions are unpadded (Keras' ``"valid"``, the default of
+    the paper's framework). :class:`MLP1`, :class:`CNN1`, :class:`CNN2` set the widths.
 
     Args:
         in_shape: Shape ``(C, H, W)`` of one input, e.g. ``(1, 28, 28)``.
         num_classes: Number of output logits.
-        channels: Output channels of the two convolution blocks.
-        hidden: Width of the fully connected hidden layer.
+        channels: Output channels of the convolutions (default: the class's).
+        hidden: Widths of the dense hidden layers (an int is one layer).
+        pool_every: Convolutions per max-pooling step.
+        padding: Convolution padding (0 is the paper's; 1 keeps the size).
+        batch_norm, dropout: the App. A.4 / Table 3 ablations, off in the reference
+            setting: batch norm before every activation; dropout 0.5 after convolutions
+            and 0.2 after dense layers.
     """
 
-    batch_norm = False
-    dropout = 0.0
+    default_channels: tuple[int, ...] = (32, 64)
+    default_hidden: tuple[int, ...] = (128, 128)
 
     def __init__(
         self,
         in_shape: Sequence[int],
         num_classes: int,
-        channels: Sequence[int] = (16, 32),
-        hidden: int = 128,
+        channels: Sequence[int] | None = None,
+        hidden: int | Sequence[int] | None = None,
+        pool_every: int = 2,
+        padding: int = 0,
+        batch_norm: bool = False,
+        dropout: bool = False,
     ) -> None:
         super().__init__()
         c, h, w = (int(d) for d in in_shape)
         blocks: list[nn.Module] = []
-        for out in channels:
-            blocks.append(nn.Conv2d(c, int(out), kernel_size=3, padding=1))
-            if self.batch_norm:
-                blocks.append(nn.BatchNorm2d(int(out)))
-            blocks += [nn.ReLU(), nn.MaxPool2d(2)]
-            c, h, w = int(out), h // 2, w // 2
-        if h < 1 or w < 1:
-            raise ValueError(
-                f"input {tuple(in_shape)} is too small for {len(channels)} pooling steps; "
-                "use fewer channels entries or larger images"
-            )
+        widths = self.default_channels if channels is None else channels
+        for i, out in enumerate(int(o) for o in widths):
+            blocks += [nn.Conv2d(c, out, 3, padding=int(padding)),
+                       *_activation("conv", out, batch_norm, dropout)]  # fmt: skip
+            c, h, w = out, h + 2 * int(padding) - 2, w + 2 * int(padding) - 2
+            if (i + 1) % int(pool_every) == 0:
+                blocks.append(nn.MaxPool2d(2))
+                h, w = h // 2, w // 2
+            if h < 1 or w < 1:
+                raise ValueError(
+                    f"input {tuple(in_shape)} is too small for these convolutions and "
+                    "poolings; use larger images, fewer channels entries or padding=1"
+                )
         self.features = nn.Sequential(*blocks)
+        hidden = self.default_hidden if hidden is None else hidden
         head: list[nn.Module] = [nn.Flatten()]
-        if self.dropout:
-            head.append(nn.Dropout(self.dropout))
-        head += [nn.Linear(c * h * w, int(hidden)), nn.ReLU()]
-        if self.dropout:
-            head.append(nn.Dropout(self.dropout))
-        head.append(nn.Linear(int(hidden), int(num_classes)))
-        self.head = nn.Sequential(*head)
+        n = c * h * w
+        for width in (int(hidden),) if isinstance(hidden, int) else map(int, hidden):
+            head += [nn.Linear(n, width), *_activation("dense", width, batch_norm, dropout)]
+            n = width
+        self.head = nn.Sequential(*head, nn.Linear(n, int(num_classes)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(x))
 
 
-class CNN2(CNN1):
-    """CNN-2 of Hartley & Tsaftaris (2022), Appendix A: CNN-1 with overfitting guards.
+class MLP1(PaperNetwork):
+    """MLP-1 (App. A.3): ``Flatten -> Dense(512) -> ReLU -> Dense(256) -> ReLU ->
+    Dense(128) -> ReLU -> Dense(num_classes)``. Arguments as :class:`PaperNetwork`."""
 
-    Batch normalisation after every convolution and dropout (p = 0.25) in the head: the
-    regularised design with which the paper shows that strategies against overfitting do
-    not prevent unique-feature memorisation. Same arguments as :class:`CNN1`.
-    """
+    default_channels = ()
+    default_hidden = (512, 256, 128)
 
-    batch_norm = True
-    dropout = 0.25
+
+class CNN1(PaperNetwork):
+    """CNN-1 (App. A.3): ``Conv2D(32, 3x3) -> ReLU -> Conv2D(64, 3x3) -> MaxPool2d(2) ->
+    ReLU -> Dense(128) -> ReLU -> Dense(128) -> ReLU -> Dense(num_classes)`` (ReLU and
+    max pooling commute). Arguments as :class:`PaperNetwork`."""
+
+
+class CNN2(PaperNetwork):
+    """CNN-2 (App. A.3), small VGG style: ``[Conv2D(32, 3x3) -> ReLU] x 2 -> MaxPool2d(2)
+    -> [Conv2D(64, 3x3) -> ReLU] x 2 -> MaxPool2d(2) -> Dense(1024) -> ReLU ->
+    Dense(num_classes)``. Arguments as :class:`PaperNetwork`."""
+
+    default_channels = (32, 32, 64, 64)
+    default_hidden = (1024,)
 
 
 class LiuTsaftarisCNN(nn.Module):
@@ -323,19 +330,22 @@ def load_model(
         map_location: Device the tensors are loaded onto.
 
     Raises:
+        FileNotFoundError, IsADirectoryError: no such file, or a folder.
         UnsafeModelError: The file holds pickled Python objects (refused for safety).
-        ValueError: A state dict was given without ``network``, or does not fit it.
+        ValueError: An empty, truncated or corrupt file; a state dict given without
+            ``network``, or one that does not fit it.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"model file {path} does not exist")
-    if _is_torchscript(path):
+    path = check_model_file(path)
+    if is_torchscript(path):
         with warnings.catch_warnings():
             # Recent torch marks TorchScript deprecated; it is still the safe archive format.
             warnings.simplefilter("ignore", DeprecationWarning)
-            model = torch.jit.load(str(path), map_location=map_location)
+            try:
+                model = torch.jit.load(str(path), map_location=map_location)
+            except RuntimeError:
+                raise damaged(path) from None
         return model.eval()
-    state = _load_state_dict(path, map_location)
+    state = load_state_dict(path, map_location)
     if network is None:
         raise ValueError(
             f"{path} is a state dict, which needs its architecture: pass network= "
@@ -350,37 +360,3 @@ def load_model(
             f"{path} does not fit network {network!r} with args {dict(network_args or {})}: {err}"
         ) from err
     return model.to(map_location).eval()
-
-
-def _is_torchscript(path: Path) -> bool:
-    """A TorchScript archive is a zip holding ``<name>/constants.pkl`` or ``code/``."""
-    if not zipfile.is_zipfile(path):
-        return False
-    with zipfile.ZipFile(path) as zf:
-        names = zf.namelist()
-    return any(n.endswith("/constants.pkl") or "/code/" in n for n in names)
-
-
-def _load_state_dict(path: Path, map_location: str | torch.device) -> Mapping[str, torch.Tensor]:
-    try:
-        obj = torch.load(path, map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError as err:
-        raise UnsafeModelError(
-            f"{path} contains pickled Python objects, which are refused for safety "
-            "(loading them could run arbitrary code). Save the weights with "
-            "torch.save(model.state_dict(), path) or a TorchScript archive with "
-            f"torch.jit.save(torch.jit.script(model), path). Details: {err}"
-        ) from err
-    if isinstance(obj, Mapping):
-        for key in ("state_dict", "model"):
-            if isinstance(obj.get(key), Mapping):
-                obj = obj[key]
-                break
-    if not isinstance(obj, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in obj.items()
-    ):
-        raise ValueError(
-            f"{path} is not a state dict (name -> tensor), nor a dict holding one under "
-            "'state_dict' or 'model'; save model.state_dict() or a TorchScript archive"
-        )
-    return obj

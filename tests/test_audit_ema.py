@@ -19,6 +19,7 @@ from monai_forget.metrics import compute_ema_pvalue
 from monai_forget.stats import best_balanced_threshold_exhaustive
 
 K = 3
+ALL_METRICS = ("correctness", "confidence", "entropy", "modified_entropy")
 
 
 def _random_outputs(rng, n, sharpness):
@@ -50,7 +51,7 @@ def test_thresholds_equal_exhaustive_search_per_class(threshold_by):
     rng = np.random.default_rng(7)
     mp, ml = _random_outputs(rng, 120, 3.0)
     np_, nl = _random_outputs(rng, 90, 1.0)
-    fitted = fit_ema_thresholds(mp, ml, np_, nl, threshold_by=threshold_by)
+    fitted = fit_ema_thresholds(mp, ml, np_, nl, threshold_by=threshold_by, metrics=ALL_METRICS)
     m_cls = ml if threshold_by == "label" else mp.argmax(1)
     n_cls = nl if threshold_by == "label" else np_.argmax(1)
     for metric in ("confidence", "entropy", "modified_entropy"):

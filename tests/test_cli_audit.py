@@ -45,7 +45,8 @@ def _args(files, method, query, out, *extra):
 
 
 def test_ema_audit_writes_result_and_report(files, tmp_path, capsys):
-    assert main(_args(files, "ema", "A", tmp_path / "member")) == 0
+    # The exit code says the decision: 3 not forgotten (A trained on), 0 forgotten (B).
+    assert main(_args(files, "ema", "A", tmp_path / "member")) == 3
     assert main(_args(files, "ema", "B", tmp_path / "held_out")) == 0
     member = AuditResult.load(tmp_path / "member" / "result.json")
     held_out = AuditResult.load(tmp_path / "held_out" / "result.json")
@@ -58,12 +59,15 @@ def test_ema_audit_writes_result_and_report(files, tmp_path, capsys):
 
 def test_ks_audit_and_no_silent_overwrite(files, tmp_path, capsys):
     out = tmp_path / "ks"
-    assert main(_args(files, "ks", "A", out)) == 0
+    code = main(_args(files, "ks", "A", out))
+    assert (
+        code == {"forgotten": 0, "not forgotten": 3}[AuditResult.load(out / "result.json").decision]
+    )
     before = (out / "result.json").read_bytes()
     assert main(_args(files, "ks", "A", out)) == 2
     assert "--overwrite" in capsys.readouterr().err
     assert (out / "result.json").read_bytes() == before
-    assert main(_args(files, "ks", "A", out, "--overwrite")) == 0
+    assert main(_args(files, "ks", "A", out, "--overwrite")) == code
 
 
 def test_overlapping_query_and_calibration_refused(files, tmp_path, capsys):
@@ -105,3 +109,34 @@ def test_network_args_must_be_json() -> None:
     args = argparse.Namespace(model="m.pt", network="mlp", network_args="{num_classes: 2}")
     with pytest.raises(ValueError, match=r"--network-args is not valid JSON.*num_classes"):
         load_model_from_args(args)
+
+
+def test_reference_audit_three_way_exit_code_json_and_trail(files, tmp_path, capsys):
+    """`audit reference`: known members A, known non-members (calibration); the target was
+    trained on A and C, so C is remembered and B never seen."""
+
+    def args(query, out, *extra):
+        base = _args(files, "ks", query, out, "--references", "2", "--json", *extra)
+        base[1] = "reference"
+        i = base.index("--calibration")
+        base[i : i + 2] = [
+            "--members",
+            str(files / "A.npz"),
+            "--nonmembers",
+            str(files / "calibration.npz"),
+        ]
+        return base
+
+    np.savez(tmp_path / "C.npz", **{k: v for k, v in np.load(files / "B.npz").items()})
+    code = main(args("B", tmp_path / "b"))
+    record = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == {"forgotten": 0, "not forgotten": 3, "inconclusive": 4}[record["decision"]]
+    assert record["decision"] != "not forgotten"  # B was never trained on
+    assert record["exit_code"] == code and record["statistic_name"] == "p_member"
+    assert {"power", "remembered_fraction", "needed_query_size"} <= set(record["details"])
+    result = AuditResult.load(tmp_path / "b" / "result.json")
+    trail = result.provenance["audit_trail"]
+    assert trail["command_line"][:3] == ["monai-forget", "audit", "reference"]
+    assert len(trail["model_sha256"]) == 64
+    assert main(args("A", tmp_path / "a")) == 2  # D_Q is among the known members
+    assert "share samples" in capsys.readouterr().err

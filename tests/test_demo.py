@@ -3,15 +3,19 @@
 import pytest
 
 from monai_forget.audit import AuditResult
-from monai_forget.cli import main
 from monai_forget.demo import digits_split
+
+#: The README's command: run as a user types it (it also covers the documented command).
+DEMO_COMMAND = "monai-forget demo"
 
 
 @pytest.fixture(scope="module")
 def demo_out(tmp_path_factory):
-    out = tmp_path_factory.mktemp("demo")
-    assert main(["demo", "--out", str(out), "--overwrite"]) == 0
-    return out
+    from commands import check, run_line
+
+    cwd = tmp_path_factory.mktemp("demo")
+    check(run_line(DEMO_COMMAND, cwd))
+    return cwd / "monai-forget-demo"
 
 
 def _results(out):
@@ -44,9 +48,25 @@ def test_ks_says_not_forgotten_when_the_provider_is_in_the_training_set(demo_out
     assert ks["retrained without C, provider C"].statistic > 0
 
 
+def test_reference_models_are_never_wrong(demo_out):
+    """The product's default auditor: right, or inconclusive when the digits model leaves
+    too little trace of its training samples, never wrong."""
+    expected = {
+        "original model, provider C": "not forgotten",
+        "retrained without C, provider C": "forgotten",
+        "retrained without C, provider A": "not forgotten",
+    }
+    ref = {r.label: r for r in _results(demo_out) if r.method == "refmodel"}
+    assert set(ref) == set(expected)
+    for label, result in ref.items():
+        assert result.decision in (expected[label], "inconclusive"), (label, result.details)
+    # The model trained with C remembers it: the one scenario with a measurable trace.
+    assert ref["original model, provider C"].decision == "not forgotten"
+
+
 def test_report_and_provenance(demo_out, capsys):
     html = (demo_out / "report.html").read_text()
-    assert html.count("data:image/png") == 6
+    assert html.count("data:image/png") == 9  # 3 scenarios x (reference models, K-S, EMA)
     results = _results(demo_out)
     assert len({r.provenance["models"]["target"] for r in results}) == 2
     assert all(r.provenance["seed"] == 0 for r in results)

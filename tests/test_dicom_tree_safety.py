@@ -122,12 +122,15 @@ def big_tree(tmp_path) -> Path:
     return src
 
 
-def start_and_stop(tmp_path: Path, src: Path, sig: int) -> subprocess.CompletedProcess:
-    """Run the command, send ``sig`` once its staging folder holds files, and wait."""
+def start_and_stop(
+    tmp_path: Path, src: Path, sig: int, workers: int = 1
+) -> subprocess.CompletedProcess:
+    """Run the command, send ``sig`` to it (not to its workers) once its staging folder
+    holds files, and wait."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
     command = [sys.executable, "-m", "monai_forget", "canary", "inject", str(src)]
     proc = subprocess.Popen(
-        [*command, str(tmp_path / "out"), "--all", "--text", "AB"],
+        [*command, str(tmp_path / "out"), "--all", "--text", "AB", "--workers", str(workers)],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,
@@ -149,19 +152,26 @@ def start_and_stop(tmp_path: Path, src: Path, sig: int) -> subprocess.CompletedP
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def test_sigterm_removes_the_staging_folder(tmp_path, big_tree):
-    result = start_and_stop(tmp_path, big_tree, signal.SIGTERM)
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sigterm_removes_the_staging_folder(tmp_path, big_tree, workers):
+    result = start_and_stop(tmp_path, big_tree, signal.SIGTERM, workers)
     assert result.returncode == 128 + signal.SIGTERM, result.stderr
     assert "Traceback" not in result.stderr
     assert leftovers(tmp_path) == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
 
 
-def test_next_run_removes_what_a_killed_run_left(tmp_path, big_tree, capsys):
-    result = start_and_stop(tmp_path, big_tree, signal.SIGKILL)
+@pytest.mark.parametrize("workers", [1, 2])
+def test_next_run_removes_what_a_killed_run_left(tmp_path, big_tree, capsys, workers):
+    result = start_and_stop(tmp_path, big_tree, signal.SIGKILL, workers)
     assert result.returncode == -signal.SIGKILL
     (stale,) = tmp_path.glob(".out.*.partial")  # SIGKILL cannot be caught
     assert any(stale.rglob("*.dcm"))
+    # Its workers died with it: none still holds the staging folder's lock or writes.
+    time.sleep(0.5)
+    count = len(list(stale.rglob("*")))
+    time.sleep(0.5)
+    assert len(list(stale.rglob("*"))) == count
     assert main(["canary", "inject", str(big_tree), str(tmp_path / "out"), "--text", "AB"]) == 0
     assert f"removed {stale} (staging folder left by an interrupted run)" in capsys.readouterr().out
     assert leftovers(tmp_path) == []

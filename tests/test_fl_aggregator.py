@@ -19,6 +19,8 @@ from monai_forget.fl.aggregator import OrderedFedAvg
 from monai_forget.fl.job import run_federated
 from monai_forget.fl.spec import FederatedConfig
 
+pytestmark = pytest.mark.fl  # pytest -m 'not fl' runs without NVIDIA FLARE
+
 
 def _result(name: str, value: np.ndarray, steps: float) -> FLModel:
     return FLModel(

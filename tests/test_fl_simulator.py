@@ -28,6 +28,8 @@ pytest.importorskip(
 from monai_forget.fl.job import run_federated
 from monai_forget.fl.run import DEFAULT_GENERATOR, acdc_federation, mlp_config, simulate_withdrawal
 
+pytestmark = pytest.mark.fl  # pytest -m 'not fl' runs without NVIDIA FLARE
+
 
 @pytest.fixture()
 def one_thread():

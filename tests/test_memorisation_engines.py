@@ -19,6 +19,7 @@ from monai_forget.memorisation import (
     FeatureProbe,
     UniqueFeature,
     memorisation_score,
+    select_checkpoints,
     self_influence,
     white_box_score,
 )
@@ -63,11 +64,14 @@ def noise_probes() -> np.ndarray:
 def test_a_model_that_knows_the_feature_is_detected(noise_probes):
     model = MatchedFilter(_template(FEATURE, 12))
     before = noise_probes.copy()
-    s = memorisation_score(model, noise_probes, FEATURE, seed=1)
+    s = memorisation_score(model, noise_probes, FEATURE, seed=1, random_feature="ink")
     np.testing.assert_array_equal(noise_probes, before)
     assert s.m > 0 and s.n == 60
     for name, res in s.tests.items():
         assert res.pvalue < 1e-3, name
+    # The paper's block-overwrite controls blank the block's other pixels too, which this
+    # filter also weighs: still detected, less strongly.
+    assert memorisation_score(model, noise_probes, FEATURE, seed=1).pvalue < 0.01
 
 
 def test_a_model_blind_to_the_feature_region_scores_zero(noise_probes):
@@ -293,3 +297,39 @@ def test_tracin_weights_checkpoints_by_learning_rate(digits):
         self_influence(net, [], sub)
     with pytest.raises(ValueError, match="lacks"):
         self_influence(net, [Checkpoint({"x": torch.zeros(1)}, 1.0)], sub)
+
+
+def test_checkpoints_cover_95_percent_of_the_loss_fall_evenly_spaced():
+    """App. A.5: 10 evenly spaced checkpoints accounting for 95 % of the loss reduction."""
+    state = {"w": torch.zeros(1)}
+    losses = [2.0, 1.0, 0.5, 0.3, 0.25, 0.2, 0.2]  # fall 1.8; 95 % of it reached at 0.25
+    ckpts = [Checkpoint(state, 1e-3, e + 1, loss) for e, loss in enumerate(losses)]
+    assert [c.epoch for c in select_checkpoints(ckpts, n=3)] == [1, 3, 5]
+    assert [c.epoch for c in select_checkpoints(ckpts, n=10)] == [1, 2, 3, 4, 5]
+    assert [c.epoch for c in select_checkpoints(ckpts, n=2, reduction=0.5)] == [1, 2]
+    many = [Checkpoint(state, 1e-3, e + 1, 1.0 / (e + 1)) for e in range(100)]
+    # Loss 1/e: 1 - 1/e >= 0.95 (1 - 1/100) first at e = 17; ten epochs spaced over 1..17.
+    picked = [c.epoch for c in select_checkpoints(many)]
+    assert picked == [1, 3, 5, 6, 8, 10, 12, 13, 15, 17]
+    with pytest.raises(ValueError, match="training loss"):
+        select_checkpoints([Checkpoint(state, 1e-3)])
+
+
+def test_recorder_keeps_epoch_and_mean_training_loss(digits):
+    train, val = digits
+    recorder = CheckpointRecorder()
+    args = {"in_shape": (1, 8, 8), "num_classes": 10, "hidden": 16}
+    cfg = EarlyStoppingTraining("mlp-1", args, max_epochs=4, patience=5, learning_rate=1e-2)
+    cfg.train(train, val, seed=0, handlers=[recorder])
+    assert [c.epoch for c in recorder.checkpoints] == [1, 2, 3, 4]
+    losses = [c.train_loss for c in recorder.checkpoints]
+    assert all(np.isfinite(losses)) and losses[-1] < losses[0] < 2.5  # ln 10 = 2.30 at start
+
+
+def test_paper_training_settings():
+    """App. A.2/A.3: Adam 3e-4, patience 10, up to 500 epochs, batch 128 (CNN-2: 512)."""
+    for arch, batch in (("mlp-1", 128), ("cnn-1", 128), ("CNN_2", 512)):
+        cfg = EarlyStoppingTraining.paper(arch, {"num_classes": 10})
+        assert (cfg.learning_rate, cfg.patience, cfg.max_epochs) == (3e-4, 10, 500)
+        assert cfg.batch_size == batch and cfg.restore_best
+    assert EarlyStoppingTraining.paper("mlp-1", max_epochs=5).max_epochs == 5

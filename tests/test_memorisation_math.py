@@ -205,14 +205,39 @@ def test_feature_from_text_is_the_canary_rendering():
 
 def test_random_patches_same_size_same_ink_fresh_per_probe():
     f = UniqueFeature.from_text("ANNA")
-    masks = f.random_masks(200, rng=3)
+    masks = f.random_masks(200, rng=3, kind="ink")
     assert masks.shape == (200, *f.shape) and masks.dtype == bool
     assert (masks.reshape(200, -1).sum(1) == f.ink).all()
     assert len({m.tobytes() for m in masks}) == 200
-    np.testing.assert_array_equal(masks, f.random_masks(200, rng=3))
+    np.testing.assert_array_equal(masks, f.random_masks(200, rng=3, kind="ink"))
     # Every pixel is equally likely: the mean over many masks is flat (ink / area).
-    many = f.random_masks(4000, rng=4).mean(0)
+    many = f.random_masks(4000, rng=4, kind="ink").mean(0)
     assert np.abs(many - f.ink / many.size).max() < 0.05
+
+
+def test_paper_patch_overwrites_the_whole_block_with_fair_coin_pixels():
+    """The paper's control: z_r ~ U over the feature's block, each pixel on with p = 0.5,
+    written over the whole block (off pixels black), not only over z_u's ink."""
+    f = UniqueFeature.from_text("A", position=(2, 3), value=0.75)
+    masks = f.random_masks(4000, rng=0)  # default kind: the paper's patch
+    assert masks.shape == (4000, 5, 5)
+    assert abs(masks.mean() - 0.5) < 0.01 and np.abs(masks.mean(0) - 0.5).max() < 0.04
+    assert len({m.tobytes() for m in masks[:200]}) == 200
+    images = np.full((3, 2, 10, 10), 0.4, np.float32)
+    before = images.copy()
+    for x_r in (f.apply_random(images, masks[:3]), f.apply_random(torch.from_numpy(images),
+                                                                  masks[:3]).numpy()):  # fmt: skip
+        np.testing.assert_array_equal(images, before)
+        block = x_r[:, :, 2:7, 3:8]
+        np.testing.assert_array_equal(block, np.where(masks[:3, None], 0.75, 0.0).repeat(2, 1))
+        outside = np.ones((10, 10), bool)
+        outside[2:7, 3:8] = False
+        np.testing.assert_array_equal(x_r[:, :, outside], before[:, :, outside])
+    painted = f.apply_random(images, masks[:3], kind="ink")  # ink and text kinds paint only
+    expected = np.where(masks[:3, None], 0.75, np.float32(0.4)).repeat(2, 1)
+    np.testing.assert_array_equal(painted[:, :, 2:7, 3:8], expected)
+    with pytest.raises(ValueError, match="one of"):
+        f.random_masks(3, kind="noise")
 
 
 def test_random_text_controls_are_letters_of_the_same_length():
@@ -241,8 +266,8 @@ def test_apply_and_apply_random_do_not_modify_inputs():
     outside = np.ones((12, 12), bool)
     outside[3:8, 4:9] = False
     np.testing.assert_array_equal(x_u[:, :, outside], before[:, :, outside])
-    masks = f.random_masks(4, rng=1)
-    x_r = f.apply_random(images, masks)
+    masks = f.random_masks(4, rng=1, kind="ink")
+    x_r = f.apply_random(images, masks, kind="ink")
     np.testing.assert_array_equal(images, before)
     for i in range(4):  # reference: one canary.stamp per probe
         np.testing.assert_array_equal(

@@ -17,6 +17,7 @@ from monai_forget.memorisation import (
     read_roster,
     write_scan_report,
 )
+from monai_forget.memorisation.report import MEASURED_FALSE_ALARMS
 from monai_forget.networks import MLP1
 
 ROSTER = ["ANNA", "BOB", "EVE", "JOHN", "MARY", "LUCY", "TOM", "SAM", "ZOE", "IVY"]
@@ -32,7 +33,7 @@ def knows(name: str, gain: float = 0.5) -> MLP1:
     template[1 : 1 + h, 1 : 1 + w] = np.where(f.mask, 1.0, -1.0)
     net = MLP1((1, SIZE, SIZE), 2, hidden=2)
     with torch.no_grad():
-        first, _, second = net.net[1], net.net[2], net.net[3]
+        first, _, second = net.head[1], net.head[2], net.head[3]
         first.weight.zero_()
         first.bias.zero_()
         first.weight[0] = gain * torch.from_numpy(template.ravel())
@@ -60,11 +61,11 @@ def test_scan_ranks_the_known_name_first(probes):
 
 def test_corrections_and_order_independence(probes):
     model = knows("EVE")
-    bh = leak_scan(model, probes, ROSTER, correction="bh")
-    bonf = leak_scan(model, probes, ROSTER, correction="bonferroni")
-    none = leak_scan(model, probes, list(reversed(ROSTER)), correction="none")
+    bh = leak_scan(model, probes, ROSTER, correction="bh", decoy_seed=1)
+    bonf = leak_scan(model, probes, ROSTER, correction="bonferroni", decoy_seed=1)
+    none = leak_scan(model, probes, list(reversed(ROSTER)), correction="none", decoy_seed=1)
     by_name = {r.name: r for r in bonf.rows}
-    for r in none.rows:  # same name -> same random controls, whatever the roster order
+    for r in none.rows:  # same name -> same controls and decoys, whatever the roster order
         assert r.pvalue == by_name[r.name].pvalue
         assert by_name[r.name].pvalue_adjusted == pytest.approx(min(1.0, 10 * r.pvalue))
     raw = np.array([by_name[n].pvalue for n in ROSTER])
@@ -74,14 +75,18 @@ def test_corrections_and_order_independence(probes):
     np.testing.assert_allclose([adj[n] for n in ROSTER], false_discovery_control(raw))
 
 
-def test_scan_refuses_bad_rosters(probes):
+def test_scan_refuses_bad_rosters_without_repeating_names(probes):
     model = knows("EVE")
-    with pytest.raises(ValueError, match=r"\['EVE'\] more than once"):
+    # Roster names are personal data: errors name the entry, and what is wrong, not the name.
+    with pytest.raises(ValueError, match=r"entry 3 repeats entry 1") as err:
         leak_scan(model, probes, ["EVE", "BOB", "EVE"])
-    with pytest.raises(ValueError, match=r"outside the monai-forget-5x5 typeface.*\['@'\]"):
+    assert "EVE" not in str(err.value)
+    with pytest.raises(ValueError, match=r"entry 2 .*\['@'\] outside the monai-forget-5x5") as err:
         leak_scan(model, probes, ["EVE", "B@B"])
-    with pytest.raises(ValueError, match=r"do not fit 28x28.*at most 4 characters"):
+    assert "B@B" not in str(err.value)
+    with pytest.raises(ValueError, match=r"do not fit 28x28.*entry 2.*at most 4 characters") as err:
         leak_scan(model, probes, ["EVE", "ALEXANDRA"])
+    assert "ALEXANDRA" not in str(err.value)
     with pytest.raises(ValueError, match="unknown correction"):
         leak_scan(model, probes, ["EVE"], correction="holm")
 
@@ -109,7 +114,15 @@ def test_report_is_written_atomically_and_not_overwritten(probes, tmp_path):
     assert record["rows"][0]["name"] == "TOM" and record["correction"] == "bh"
     assert record["provenance"]["seed"] == 0 and len(record["rows"]) == 6
     page = html_path.read_text()
-    assert "data:image/png;base64," in page and "TOM" in page and "memorised" in page
+    assert "data:image/png;base64," in page and "TOM" in page
+    # The report gives evidence, never a verdict that a name was memorised, with the
+    # caution and the false-alarm rate measured for its configuration (BH, alpha 0.05).
+    assert "evidence of memorisation" in page and "memorised" not in page
+    assert "not proof" in page and "not proof of absence" in page
+    (measured,) = [r for r in MEASURED_FALSE_ALARMS if r["correction"] == "bh"]
+    assert f"{measured['flagged']} of {measured['scans']} control scans" in page
+    assert record["measured_false_alarms"][0]["scans"] == measured["scans"]
+    assert len(record["decoys"]) == 2 and record["settings"]["decoys_per_kind"] == 999
     before = json_path.read_bytes()
     with pytest.raises(FileExistsError, match="overwrite"):
         write_scan_report(result, tmp_path / "out")
@@ -143,9 +156,13 @@ def test_cli_score(cli_files, tmp_path, capsys):
     args = ["memorisation", "score", *_model_args(cli_files), "--text", "MARY", "--out", str(out)]
     assert main(args) == 0
     printed = capsys.readouterr().out
-    assert "memorised" in printed and "wilcoxon" in printed and "paper's test" in printed
+    assert "evidence of memorisation" in printed and "memorised" not in printed
+    assert "wilcoxon" in printed and "paper's test" in printed
     record = json.loads(out.read_text())
     assert record["feature"]["text"] == "MARY" and record["m"] > 0
+    # MARY above every one of the 199 decoys: p = 1 / 200, exposure log2(200).
+    assert record["calibrated"]["rank"] == 1 and record["calibrated"]["pvalue"] == 1 / 200
+    assert len(record["calibrated"]["decoys"]) == 199
     assert set(record["tests"]) == {"student", "welch", "paired", "wilcoxon"}
     assert len(record["d_unique"]) == 80
     assert main(args) == 2  # refuses to overwrite
@@ -165,7 +182,9 @@ def test_cli_scan(cli_files, tmp_path, capsys):
     bad.write_text("name\nMARY\nJOSEPHINE\n")
     assert main([*base, str(bad), "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "do not fit" in err and "JOSEPHINE" in err
+    # Issue 16 item 10: the message names the roster line, never the (patient) name.
+    assert err.count("\n") == 1 and "do not fit" in err and "line 3 of bad.csv" in err
+    assert "JOSEPHINE" not in err
     assert not (tmp_path / "x").exists()
 
 
@@ -189,27 +208,36 @@ def test_cli_errors_are_one_line(cli_files, tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_scan_on_a_real_mnist_model_ranks_the_injected_name(shared_data):
-    """An MLP-1 trained (early stopping) on 600 MNIST digits, one carrying "ANNA"."""
-    from monai_forget.data import load_mnist_test, load_pneumoniamnist
+def test_scan_on_real_mnist_models_across_training_seeds(shared_data):
+    """MLP-1 (App. A.3, the paper's training) on 600 MNIST digits, "ANNA" burned into one
+    training image whose label the rest of the data contradicts (a mislabelled image: the
+    model fits it only by memorising something about it). Memorisation varies with the
+    training seed (the paper, Sec. 3.3), so the assertions are checked for several seeds:
+    each canary model ranks ANNA first with evidence for it alone, and its control (the
+    same data and seed without the name) gives evidence for no name. (Both held for all
+    of seeds 0-9 when this test was written; it runs three.)"""
+    from monai_forget.data import LabelledImages, load_mnist_test, load_pneumoniamnist
 
     mnist = load_mnist_test(shared_data)
     order = np.random.default_rng(0).permutation(len(mnist))
     train, val = mnist.subset(order[:600]), mnist.subset(order[600:900])
+    labels = np.array(train.labels)
+    labels[0] = (labels[0] + 1) % 10
+    relabelled = LabelledImages(train.images, labels, train.ids, train.num_classes)
+    canary = inject_feature(relabelled, 0, UniqueFeature.from_text("ANNA", (1, 1), 1, 1.0))
     probes = load_pneumoniamnist("test", shared_data).subset(np.arange(200))
-    canary = inject_feature(train, 0, UniqueFeature.from_text("ANNA", (1, 1), 1, 1.0))
-    cfg = EarlyStoppingTraining("mlp-1", {"in_shape": (1, 28, 28), "num_classes": 10,
-                                "hidden": 128}, max_epochs=30, patience=3)  # fmt: skip
+    cfg = EarlyStoppingTraining.paper("mlp-1", {"in_shape": (1, 28, 28), "num_classes": 10})
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny model: one thread is faster on a shared CPU
+    torch.set_num_threads(1)  # a small model: one thread is faster on a shared CPU
     try:
-        model, _ = cfg.train(canary, val, seed=0)
-        result = leak_scan(model, probes, ROSTER, seed=0)
-        # The same design trained without the name: no name survives correction.
-        control, _ = cfg.train(train, val, seed=0)
-        control_result = leak_scan(control, probes, ROSTER, seed=0)
+        for seed in (0, 1, 2):
+            kwargs = {"decoys": 249, "decoy_seed": seed, "seed": seed}  # BH floor 10/250
+            model, _ = cfg.train(canary, val, seed=seed)
+            result = leak_scan(model, probes, ROSTER, **kwargs)
+            control, _ = cfg.train(relabelled, val, seed=seed)
+            control_result = leak_scan(control, probes, ROSTER, **kwargs)
+            assert result.rank_of("ANNA") == 1, seed
+            assert result.significant_names() == ["ANNA"], seed
+            assert control_result.significant_names() == [], seed
     finally:
         torch.set_num_threads(threads)
-    assert result.top.name == "ANNA"
-    assert result.significant_names() == ["ANNA"]
-    assert control_result.significant_names() == []

@@ -106,3 +106,44 @@ def test_not_a_state_dict(tmp_path: Path) -> None:
             network="small_cnn",
             network_args={"in_channels": 1, "num_classes": 3},
         )
+
+
+def test_paper_networks_are_those_of_appendix_a3() -> None:
+    """Hartley & Tsaftaris (2022), App. A.3: layer types, widths and parameter counts."""
+    x = torch.zeros(2, 1, 28, 28)
+    mlp = get_network("mlp-1", in_shape=(1, 28, 28), num_classes=10)
+    widths = [m.out_features for m in mlp.modules() if isinstance(m, torch.nn.Linear)]
+    assert widths == [512, 256, 128, 10] and mlp(x).shape == (2, 10)
+    assert sum(p.numel() for p in mlp.parameters()) == (
+        784 * 512 + 512 + 512 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10
+    )
+    cnn1 = get_network("cnn-1", in_shape=(1, 28, 28), num_classes=10)
+    convs = [m.out_channels for m in cnn1.modules() if isinstance(m, torch.nn.Conv2d)]
+    dense = [m.out_features for m in cnn1.modules() if isinstance(m, torch.nn.Linear)]
+    assert convs == [32, 64] and dense == [128, 128, 10]
+    assert cnn1.head[1].in_features == 64 * 12 * 12  # 28 -> 26 -> 24 (unpadded) -> pool 12
+    cnn2 = get_network("CNN_2", in_shape=(1, 28, 28), num_classes=2)
+    convs = [m.out_channels for m in cnn2.modules() if isinstance(m, torch.nn.Conv2d)]
+    dense = [m.out_features for m in cnn2.modules() if isinstance(m, torch.nn.Linear)]
+    assert convs == [32, 32, 64, 64] and dense == [1024, 2]
+    assert cnn2.head[1].in_features == 64 * 4 * 4  # 28-26-24-12-10-8-4
+    assert sum(isinstance(m, torch.nn.MaxPool2d) for m in cnn2.modules()) == 2
+    for net in (mlp, cnn1, cnn2):  # the reference setting has neither BN nor dropout
+        assert not any(isinstance(m, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d,
+                                      torch.nn.Dropout)) for m in net.modules())  # fmt: skip
+    assert cnn2(x).shape == (2, 2)
+
+
+def test_paper_network_regularisation_ablations() -> None:
+    """App. A.4: batch norm before every hidden activation (momentum 0.99 in Keras terms,
+    epsilon 1e-3); dropout 0.5 after convolutions and 0.2 after dense layers."""
+    net = get_network("cnn-2", in_shape=(1, 28, 28), num_classes=10, batch_norm=True,
+                      dropout=True)  # fmt: skip
+    norms = [m for m in net.modules() if isinstance(m, torch.nn.BatchNorm1d | torch.nn.BatchNorm2d)]
+    assert len(norms) == 5 and all(m.momentum == 0.01 and m.eps == 1e-3 for m in norms)
+    rates = [m.p for m in net.modules() if isinstance(m, torch.nn.Dropout)]
+    assert rates == [0.5, 0.5, 0.5, 0.5, 0.2]
+    mlp = get_network("mlp-1", in_shape=(1, 8, 8), num_classes=3, hidden=16, dropout=True)
+    assert [m.p for m in mlp.modules() if isinstance(m, torch.nn.Dropout)] == [0.2]
+    with pytest.raises(ValueError, match="too small"):
+        get_network("cnn-2", in_shape=(1, 8, 8), num_classes=3)

@@ -68,3 +68,42 @@ def test_report_has_table_escaped_labels_and_valid_png(tmp_path):
         write_report(result, path)
     with pytest.raises(ValueError, match="no audit results"):
         write_report([], tmp_path / "empty.html")
+
+
+def _refmodel_result(shift: float, label: str, member_shift: float = 1.5) -> AuditResult:
+    from monai_forget.audit import RefModelReference
+
+    rng = np.random.default_rng(1)
+    sizes = {"query": 40, "members": 300, "nonmembers": 300}
+    reference = RefModelReference(
+        hashes={r: np.array([f"{r}{i:060d}" for i in range(n)]) for r, n in sizes.items()},
+        labels={r: rng.integers(0, 3, n) for r, n in sizes.items()},
+        reference_mean={r: np.zeros(n) for r, n in sizes.items()},
+        sigma=1.0,
+        n_references=4,
+    )
+    phi = {
+        "query": rng.normal(shift, 1, 40),
+        "members": rng.normal(member_shift, 1, 300),
+        "nonmembers": rng.normal(0, 1, 300),
+    }
+    return reference.audit(phi, label=label)
+
+
+def test_report_leads_with_one_verdict_per_scenario_decided_by_reference_models():
+    remembered = _refmodel_result(1.5, "provider C")
+    papers_view = _ks_result()
+    papers_view.label = "provider C"
+    unclear = _refmodel_result(0.0, "provider D", member_shift=0.2)  # too weak a signal
+    html = render_report([papers_view, remembered, unclear], title="Audit")
+    verdicts = html.split("<h2>All audits</h2>")[0]
+    # The reference-model audit decides provider C even though K-S's result came first.
+    assert re.search(
+        r"provider C</td><td><span[^>]*>not forgotten</span></td><td>reference models", verdicts
+    )
+    assert "K-S (Liu &amp; Tsaftaris 2020): " + papers_view.decision in verdicts
+    assert unclear.decision == "inconclusive"
+    assert "Warning: too little power" in html
+    assert "no query size would be enough" in html  # a signal this weak needs other data
+    assert "TPR" in html and "at FPR 0.001" in html
+    assert html.count("data:image/png") == 3

@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from monai_forget.data import LabelledImages, load_digits
+from monai_forget.recipes import load_recipe
 from monai_forget.shadow import (
     BundleRecipe,
     CallableRecipe,
     ShadowTrainer,
     SupervisedRecipe,
-    load_recipe,
 )
 
 RECIPE = SupervisedRecipe(
@@ -106,7 +106,7 @@ def test_bundle_recipe_trains_the_given_network(digits, tmp_path):
     }
     path = tmp_path / "train.json"
     path.write_text(json.dumps(config))
-    recipe = load_recipe(path)
+    recipe = load_recipe(path, allow_code=True)
     assert isinstance(recipe, BundleRecipe)
     untrained = recipe.build()
     trainer = ShadowTrainer(recipe)
@@ -130,7 +130,7 @@ def test_load_recipe_from_json_and_module(tmp_path):
     )
     recipe = load_recipe(path)
     assert isinstance(recipe, SupervisedRecipe) and recipe.steps == 5
-    assert load_recipe("monai_forget.demo:DIGITS_RECIPE").network == "mlp"
+    assert load_recipe("monai_forget.demo:DIGITS_RECIPE", allow_code=True).network == "mlp"
     path.write_text(json.dumps({"network": "mlp", "epochz": 3}))
     with pytest.raises(ValueError, match="epochz"):
         load_recipe(path)

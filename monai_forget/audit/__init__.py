@@ -11,11 +11,15 @@ from monai_forget.audit.ema import (
 )
 from monai_forget.audit.ks import KSRatio, KSReference, ks_calibrated_ratio, ks_decision
 from monai_forget.audit.reference import REFERENCE_VERSION, AuditReference
+from monai_forget.audit.refmodel import refmodel_decision
+from monai_forget.audit.refmodel_auditor import ReferenceModelAuditor
+from monai_forget.audit.refmodel_reference import RefModelReference
 from monai_forget.audit.report import render_report, write_report
-from monai_forget.audit.result import FORGOTTEN, NOT_FORGOTTEN, AuditResult
+from monai_forget.audit.result import FORGOTTEN, INCONCLUSIVE, NOT_FORGOTTEN, AuditResult
 
 __all__ = [
     "FORGOTTEN",
+    "INCONCLUSIVE",
     "NOT_FORGOTTEN",
     "REFERENCE_VERSION",
     "AuditReference",
@@ -27,6 +31,8 @@ __all__ = [
     "KSAuditor",
     "KSRatio",
     "KSReference",
+    "RefModelReference",
+    "ReferenceModelAuditor",
     "ShadowAuditor",
     "ema_decision",
     "ema_membership",
@@ -34,6 +40,7 @@ __all__ = [
     "fit_ema_thresholds",
     "ks_calibrated_ratio",
     "ks_decision",
+    "refmodel_decision",
     "render_report",
     "write_report",
 ]

@@ -24,7 +24,8 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from monai_forget.audit.ema import PAPER_METRICS, EMAReference, TestName, ThresholdBy
+from monai_forget.audit.ema import PAPER_METRICS, EMAReference, TestName
+from monai_forget.audit.ema_fit import ThresholdBy, Variant, check_variant
 from monai_forget.audit.ks import KSReference
 from monai_forget.audit.result import AuditResult
 from monai_forget.data import DataOverlapError, LabelledImages, check_disjoint
@@ -99,7 +100,9 @@ class ShadowAuditor:
             raise ValueError(
                 "this audit trains shadow models: pass recipe=... (the target's design)"
             )
-        trainer = ShadowTrainer(self.recipe, device=self.device, cache_dir=self.cache_dir)
+        trainer = ShadowTrainer(
+            self.recipe, device=self.device, cache_dir=self.cache_dir, progress=self.progress
+        )
         return trainer.train(data, seed=self.seed)
 
     def _predict(self, model: nn.Module, data: LabelledImages) -> Predictions:
@@ -208,6 +211,9 @@ class EMAAuditor(ShadowAuditor):
             calibration split (reference code; the member half must then be part of the
             target's training data).
         member_fraction: share of the calibration set used as members (random split).
+        variant: ``"paper"`` or ``"reference-code"`` threshold rules
+            (:mod:`~monai_forget.audit.ema_fit`); :meth:`reference_code` sets every option
+            the authors' code uses.
     """
 
     alpha: float = 0.1
@@ -216,8 +222,24 @@ class EMAAuditor(ShadowAuditor):
     test: TestName = "welch"
     calibration_outputs: Literal["shadow", "target"] = "shadow"
     member_fraction: float = 0.5
+    variant: Variant = "paper"
+
+    @classmethod
+    def reference_code(cls, **options: Any) -> EMAAuditor:
+        """The authors' public code: the three metrics, thresholds fitted by label on the
+        target's own outputs on a calibration split (its members must be training data of
+        the target) and applied by predicted class, first-maximiser ties, threshold 0 for
+        an empty class, Student's t-test. ``options`` sets the rest (recipe, seed, ...)."""
+        settings = {
+            "metrics": PAPER_METRICS,
+            "test": "student",
+            "calibration_outputs": "target",
+            "variant": "reference-code",
+        }
+        return cls(**{**settings, **options})
 
     def __post_init__(self) -> None:
+        check_variant(self.variant)
         if not 0.0 < self.alpha < 1.0:
             raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
         if not 0.0 < self.member_fraction < 1.0:
@@ -265,6 +287,7 @@ class EMAAuditor(ShadowAuditor):
             nonmembers,
             metrics=self.metrics,
             threshold_by=self.threshold_by,
+            variant=self.variant,
             alpha=self.alpha,
             test=self.test,
         )

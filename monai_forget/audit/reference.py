@@ -18,6 +18,7 @@ from typing import Any
 
 from monai_forget.audit.ema import EMAReference
 from monai_forget.audit.ks import KSReference
+from monai_forget.audit.refmodel_reference import RefModelReference
 from monai_forget.audit.result import AuditResult
 from monai_forget.data import LabelledImages
 from monai_forget.fingerprint import data_fingerprint
@@ -27,6 +28,8 @@ __all__ = ["REFERENCE_VERSION", "AuditReference"]
 
 #: Format version of ``reference.json``.
 REFERENCE_VERSION = 1
+#: The auditors a reference can hold, by method name.
+METHODS = ("ks", "ema", "refmodel")
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,10 @@ class AuditReference(Result):
         num_classes: classes of the task.
         ks: the K-S reference, if that auditor ran.
         ema: the EMA reference, if that auditor ran.
+        refmodel: the reference-model auditor's, if it ran.
         audited: the statistic each auditor found when the reference was made.
+        query_hashes: content hashes of D_Q, for the handlers' order-free check that the
+            evaluated samples are D_Q (``None``: not recorded).
     """
 
     provider: str
@@ -50,6 +56,8 @@ class AuditReference(Result):
     ks: KSReference | None = None
     ema: EMAReference | None = None
     audited: Mapping[str, float] = field(default_factory=dict)
+    refmodel: RefModelReference | None = None
+    query_hashes: tuple[str, ...] | None = None
 
     @classmethod
     def from_audit(
@@ -59,14 +67,16 @@ class AuditReference(Result):
         ks: KSReference | None = None,
         ema: EMAReference | None = None,
         results: Mapping[str, AuditResult] | None = None,
+        refmodel: RefModelReference | None = None,
     ) -> AuditReference:
         """The reference of an audit of ``query`` (``results`` by method, for the record)."""
-        if ks is None and ema is None:
-            raise ValueError("an audit reference needs the K-S reference, the EMA one or both")
+        if ks is None and ema is None and refmodel is None:
+            raise ValueError("an audit reference needs at least one auditor's reference")
         audited = {m: r.statistic for m, r in (results or {}).items()}
         return cls(
-            str(provider), len(query), data_fingerprint(query), query.num_classes, ks, ema, audited
-        )
+            str(provider), len(query), data_fingerprint(query), query.num_classes, ks, ema,
+            audited, refmodel, tuple(query.sample_hashes),
+        )  # fmt: skip
 
     def check(
         self, provider: str | None = None, query_size: int | None = None, source: str = ""
@@ -93,7 +103,9 @@ class AuditReference(Result):
             "query_fingerprint": self.query_fingerprint,
             "num_classes": self.num_classes,
         }
-        for method in ("ks", "ema"):
+        if self.query_hashes is not None:
+            out["query_hashes"] = list(self.query_hashes)
+        for method in METHODS:
             reference = getattr(self, method)
             if reference is not None:
                 out[method] = reference.to_dict()
@@ -106,10 +118,10 @@ class AuditReference(Result):
         where = source or "audit reference"
         if data.get("version") != REFERENCE_VERSION:
             raise ValueError(f"{where}: unsupported reference version {data.get('version')!r}")
-        if "ks" not in data and "ema" not in data:
-            raise ValueError(f"{where} holds neither K-S nor EMA references")
+        if not any(m in data for m in METHODS):
+            raise ValueError(f"{where} holds no auditor's reference (K-S, EMA, reference models)")
         audited = {
-            m: float(data[m]["audit_rho"]) for m in ("ks", "ema") if "audit_rho" in data.get(m, {})
+            m: float(data[m]["audit_rho"]) for m in METHODS if "audit_rho" in data.get(m, {})
         }
         return cls(
             provider=str(data["provider"]),
@@ -119,6 +131,8 @@ class AuditReference(Result):
             ks=KSReference.from_dict(data["ks"]) if "ks" in data else None,
             ema=EMAReference.from_dict(data["ema"]) if "ema" in data else None,
             audited=audited,
+            refmodel=RefModelReference.from_dict(data["refmodel"]) if "refmodel" in data else None,
+            query_hashes=tuple(data["query_hashes"]) if "query_hashes" in data else None,
         )
 
     @classmethod
@@ -127,7 +141,7 @@ class AuditReference(Result):
         return cls.from_dict(json.loads(path.read_text()), source=str(path))
 
     def summary(self) -> str:
-        methods = [m.upper() for m in ("ks", "ema") if getattr(self, m) is not None]
+        methods = [m for m in METHODS if getattr(self, m) is not None]
         return (
             f"audit reference of provider {self.provider!r}: {self.query_size} query samples, "
             f"{' and '.join(methods)}"

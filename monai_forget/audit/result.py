@@ -10,10 +10,13 @@ from typing import Any
 
 from monai_forget.results import Result
 
-__all__ = ["FORGOTTEN", "NOT_FORGOTTEN", "AuditResult"]
+__all__ = ["DECISIONS", "FORGOTTEN", "INCONCLUSIVE", "NOT_FORGOTTEN", "AuditResult"]
 
 FORGOTTEN = "forgotten"
 NOT_FORGOTTEN = "not forgotten"
+#: The reference-model auditor's third outcome: the test had too little power to say.
+INCONCLUSIVE = "inconclusive"
+DECISIONS = (FORGOTTEN, NOT_FORGOTTEN, INCONCLUSIVE)
 
 
 @dataclass
@@ -21,9 +24,11 @@ class AuditResult(Result):
     """What an auditor concluded, with everything needed to check and reproduce it.
 
     Attributes:
-        method: ``"ks"`` (Liu & Tsaftaris 2020) or ``"ema"`` (Huang et al. 2021).
-        decision: ``"forgotten"`` or ``"not forgotten"``.
-        statistic_name: ``"rho_KS"`` or ``"rho_EMA"``.
+        method: ``"ks"`` (Liu & Tsaftaris 2020), ``"ema"`` (Huang et al. 2021) or
+            ``"refmodel"`` (reference models, :mod:`~monai_forget.audit.refmodel`).
+        decision: ``"forgotten"``, ``"not forgotten"`` or (reference models only)
+            ``"inconclusive"``.
+        statistic_name: ``"rho_KS"``, ``"rho_EMA"`` or ``"p_member"``.
         statistic: the value the decision is made on.
         rule: the decision rule in words, e.g. ``"rho_KS >= 1 means forgotten"``.
         details: intermediate statistics (K-S distances, t statistic, thresholds, ...).
@@ -47,8 +52,8 @@ class AuditResult(Result):
     created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
 
     def __post_init__(self) -> None:
-        if self.decision not in (FORGOTTEN, NOT_FORGOTTEN):
-            raise ValueError(f"decision must be {FORGOTTEN!r} or {NOT_FORGOTTEN!r}")
+        if self.decision not in DECISIONS:
+            raise ValueError(f"decision must be one of {DECISIONS}, got {self.decision!r}")
 
     @property
     def forgotten(self) -> bool:
@@ -71,9 +76,11 @@ class AuditResult(Result):
 
     def summary(self) -> str:
         """One sentence in plain words."""
-        verdict = (
-            "has forgotten the query set" if self.forgotten else "still remembers the query set"
-        )
+        verdict = {
+            FORGOTTEN: "has forgotten the query set",
+            NOT_FORGOTTEN: "still remembers the query set",
+            INCONCLUSIVE: "cannot be judged on this query set (too little power)",
+        }[self.decision]
         return (
             f"{self.method.upper()}: {self.statistic_name} = {self.statistic:.4g} "
             f"({self.rule}) -> the model {verdict}."

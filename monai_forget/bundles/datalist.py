@@ -127,7 +127,8 @@ def _subsample_patients(
     return [e for i, e in enumerate(entries) if str(e.get("patient", f"#entry{i}")) in chosen]
 
 
-def _entry_id(entry: Mapping[str, Any]) -> str:
+def entry_id(entry: Mapping[str, Any]) -> str:
+    """An entry's name: its image path, with the frame or slice it takes when it has one."""
     text = str(entry.get("image", "?"))
     for key in ("frame_index", "slice"):
         if entry.get(key) is not None:
@@ -166,7 +167,7 @@ def labelled_images(
     ids: list[str] = []
     for i, entry in enumerate(entries):
         if label_key not in entry:
-            raise ValueError(f"entry {i} ({_entry_id(entry)}) has no {label_key!r}")
+            raise ValueError(f"entry {i} ({entry_id(entry)}) has no {label_key!r}")
         out = transform(dict(entry))
         image = out[image_key]
         if isinstance(image, torch.Tensor):
@@ -174,15 +175,15 @@ def labelled_images(
         image = np.asarray(image, dtype=np.float32)
         if image.ndim != 3:
             raise ValueError(
-                f"{_entry_id(entry)}: the preprocessing gives shape {image.shape}; expected "
+                f"{entry_id(entry)}: the preprocessing gives shape {image.shape}; expected "
                 "channel-first (C, H, W)"
             )
         if images and image.shape != images[0].shape:
             raise ValueError(
-                f"{_entry_id(entry)}: shape {image.shape} differs from {images[0].shape} "
+                f"{entry_id(entry)}: shape {image.shape} differs from {images[0].shape} "
                 f"({ids[0]}); the preprocessing must crop or resize to one size"
             )
         images.append(image)
         labels.append(int(np.asarray(entry[label_key]).ravel()[0]))
-        ids.append(_entry_id(entry))
+        ids.append(entry_id(entry))
     return LabelledImages(np.stack(images), np.asarray(labels), tuple(ids), int(num_classes))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from monai_forget.results import jsonable, to_json, write_json
@@ -17,17 +18,29 @@ def save_training_summary(
     trainer: Any,
     evaluator: Any | None = None,
     datalist: Sequence[Mapping[str, Any]] | None = None,
+    checkpoint: str | os.PathLike | None = None,
     overwrite: bool = False,
 ) -> dict[str, Any]:
-    """Write what a bundle training run did to JSON: data, budget, times, last metrics.
+    """Write what a bundle training run did to JSON: data, budget, times, last metrics,
+    and which validation epoch the saved checkpoint is.
 
     Args:
         path: the JSON file (written atomically).
         trainer: the finished ``SupervisedTrainer``.
-        evaluator: its validation evaluator, if any (last validation metrics).
+        evaluator: its validation evaluator, if any (last validation metrics, best epoch).
         datalist: the training entries (counts per provider and class are recorded).
+        checkpoint: the model file MONAI's ``CheckpointSaver`` wrote at the best
+            validation epoch; it must exist.
         overwrite: replace an existing file.
+
+    Raises:
+        FileNotFoundError: ``checkpoint`` was not written (the validation never ran).
     """
+    if checkpoint is not None and not Path(checkpoint).is_file():
+        raise FileNotFoundError(
+            f"no checkpoint was saved at {checkpoint}: the model is saved at the best "
+            "validation epoch, and no validation ran (is val_interval above epochs?)"
+        )
     state = trainer.state
     total = float(state.times.get("COMPLETED") or 0.0)
     record: dict[str, Any] = {
@@ -40,6 +53,13 @@ def save_training_summary(
     }
     if evaluator is not None and evaluator.state is not None:
         record["validation_metrics"] = {k: jsonable(v) for k, v in evaluator.state.metrics.items()}
+        state = evaluator.state
+        record["checkpoint"] = {
+            "file": None if checkpoint is None else str(checkpoint),
+            "epoch": int(getattr(state, "best_metric_epoch", -1)),
+            "key_metric": getattr(state, "key_metric_name", None),
+            "value": jsonable(getattr(state, "best_metric", None)),
+        }
     if datalist is not None:
         sites: dict[str, int] = defaultdict(int)
         labels: dict[str, int] = defaultdict(int)

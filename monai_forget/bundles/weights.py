@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from monai_forget.io import atomic_write, check_writable
+from monai_forget.model_files import load_state_dict
 
 __all__ = ["check_outputs", "load_weights", "save_weights"]
 
@@ -39,15 +40,13 @@ def load_weights(
         FileNotFoundError: the file is missing (train the bundle first).
         ValueError: the file does not fit the network.
     """
-    from monai_forget.networks import _load_state_dict
-
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(
             f"model file {path} not found; train it first (configs/train.json) or pass "
             "the checkpoint path"
         )
-    state = _load_state_dict(path, "cpu")
+    state = load_state_dict(path, "cpu")
     try:
         model.load_state_dict(state)
     except RuntimeError as err:

@@ -8,38 +8,56 @@ report and ``reference.json`` (an :class:`~monai_forget.audit.AuditReference`);
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from torch import nn
 
-from monai_forget.audit import AuditReference, AuditResult, EMAAuditor, KSAuditor, write_report
+from monai_forget.audit import (
+    AuditReference,
+    AuditResult,
+    EMAAuditor,
+    KSAuditor,
+    ReferenceModelAuditor,
+    write_report,
+)
+from monai_forget.bundles.datalist import entry_id
 from monai_forget.bundles.weights import check_outputs
 from monai_forget.data import LabelledImages
+from monai_forget.results import write_json
 
-__all__ = ["WithdrawalAudit", "audit_metrics"]
+#: The file naming the samples of the audit set, role by role (entry ids).
+AUDIT_SET = "audit_set.json"
+
+__all__ = ["AUDIT_SET", "WithdrawalAudit", "audit_entries", "audit_metrics"]
 
 
 class WithdrawalAudit:
     """Withdrawal audit of one provider, as a bundle component (``audit.json``).
 
-    Runs every auditor (``KSAuditor``, ``EMAAuditor``; each trains the shadow models it
-    needs with its recipe) on the target, the provider's data D_Q and the calibration
-    set D_C, then writes into ``output_dir``:
+    Runs every auditor (``ReferenceModelAuditor``, ``KSAuditor``, ``EMAAuditor``; each
+    trains the models it needs with its recipe) on the target, the provider's data D_Q
+    and the calibration data, then writes into ``output_dir``:
 
     - ``<method>.json`` per auditor (:meth:`AuditResult.save`);
     - ``report.html`` (:func:`monai_forget.audit.write_report`);
-    - ``reference.json``: the shadow models' confidences on D_Q and the EMA thresholds,
-      which :func:`audit_metrics` hands to the evaluation-time handlers.
+    - ``reference.json``: what each auditor learned (:class:`AuditReference`), which
+      :func:`audit_metrics` hands to the evaluation-time handlers;
+    - ``audit_set.json``: the entry ids of the samples the reference-model audit scored
+      (D_Q, known members, known non-members), the set an evaluation-time check of that
+      auditor runs over (:func:`monai_forget.bundles.audit_entries`).
 
     Every output is written atomically; existing ones are refused unless ``overwrite``.
 
     Args:
         target: the trained model under audit.
         query: D_Q, the withdrawn provider's data (evaluation preprocessing).
-        calibration: D_C, data from the same domain sharing no sample with D_Q.
+        calibration: ``(known members, known non-members)`` of the target, from the same
+            domain and sharing no sample with D_Q: the reference-model auditor uses the
+            pair; K-S and EMA their union as D_C (EMA splits it at random, as the paper).
         auditors: the auditors to run.
         output_dir: where the results go.
         provider: the provider's name (labels and reference).
@@ -52,7 +70,7 @@ class WithdrawalAudit:
         self,
         target: nn.Module,
         query: LabelledImages,
-        calibration: LabelledImages,
+        calibration: LabelledImages | tuple[LabelledImages, LabelledImages],
         auditors: Sequence[Any],
         output_dir: str | os.PathLike,
         provider: str,
@@ -77,7 +95,9 @@ class WithdrawalAudit:
     def _methods(self) -> list[str]:
         methods = []
         for auditor in self.auditors:
-            if isinstance(auditor, KSAuditor):
+            if isinstance(auditor, ReferenceModelAuditor):
+                methods.append("refmodel")
+            elif isinstance(auditor, KSAuditor):
                 methods.append("ks")
             elif isinstance(auditor, EMAAuditor):
                 methods.append("ema")
@@ -90,6 +110,8 @@ class WithdrawalAudit:
     def outputs(self) -> list[Path]:
         """The files :meth:`run` writes."""
         names = [f"{m}.json" for m in self._methods()] + ["report.html", "reference.json"]
+        if "refmodel" in self._methods():
+            names.append(AUDIT_SET)
         return [self.output_dir / n for n in names]
 
     def run(self) -> list[AuditResult]:
@@ -98,8 +120,11 @@ class WithdrawalAudit:
         label = f"provider {self.provider}" + (f", {self.scenario}" if self.scenario else "")
         references: dict[str, Any] = {}
         results: dict[str, AuditResult] = {}
+        pair = self.calibration if isinstance(self.calibration, tuple) else None
+        whole = pair[0].concat(pair[1]) if pair else self.calibration
         for method, auditor in zip(self._methods(), self.auditors, strict=True):
-            results[method] = auditor.audit(self.target, self.query, self.calibration, label=label)
+            calibration = pair if method == "refmodel" else whole
+            results[method] = auditor.audit(self.target, self.query, calibration, label=label)
             references[method] = auditor.reference_
         self.results = list(results.values())
         for method, result in results.items():
@@ -112,11 +137,53 @@ class WithdrawalAudit:
             overwrite=self.overwrite,
         )
         self.reference = AuditReference.from_audit(
-            self.provider, self.query, references.get("ks"), references.get("ema"), results
-        )
+            self.provider, self.query, references.get("ks"), references.get("ema"), results,
+            references.get("refmodel"),
+        )  # fmt: skip
         self.reference.save(self.output_dir / "reference.json", overwrite=self.overwrite)
+        if "refmodel" in results:
+            auditor = self.auditors[self._methods().index("refmodel")]
+            roles = {role: list(data.ids or ()) for role, data in auditor.roles_.items()}
+            write_json(self.output_dir / AUDIT_SET, roles, overwrite=self.overwrite)
         print(f"audit of provider {self.provider!r} written to {self.output_dir}")
         return self.results
+
+
+def audit_entries(
+    reference_file: str | os.PathLike,
+    data_file: str | os.PathLike,
+    entries: Sequence[Mapping[str, Any]],
+) -> list[dict[str, Any]]:
+    """The datalist entries an evaluation-time audit must evaluate.
+
+    When the audit beside ``reference_file`` ran the reference-model auditor, its
+    ``audit_set.json`` names the samples that audit scored (D_Q, the scored known
+    members and non-members): those entries of ``data_file`` (any section), role by
+    role. Otherwise (K-S and EMA only) ``entries``, the provider's D_Q.
+
+    Raises:
+        ValueError: an entry of the audit set is no longer in ``data_file``.
+    """
+    from monai.data import load_decathlon_datalist
+
+    path = Path(reference_file).with_name(AUDIT_SET)
+    if not path.is_file():
+        return [dict(e) for e in entries]
+    roles = json.loads(path.read_text(encoding="utf-8"))
+    sections = json.loads(Path(data_file).read_text(encoding="utf-8"))
+    by_id: dict[str, dict[str, Any]] = {}
+    for section, value in sections.items():
+        if isinstance(value, list) and value and isinstance(value[0], dict) and "image" in value[0]:
+            for entry in load_decathlon_datalist(str(data_file), data_list_key=section):
+                by_id.setdefault(entry_id(entry), entry)
+    wanted = [i for role in ("query", "members", "nonmembers") for i in roles.get(role, [])]
+    missing = [i for i in wanted if i not in by_id]
+    if missing:
+        raise ValueError(
+            f"{len(missing)} sample(s) of the audit set {path} are not in {data_file} (e.g. "
+            f"{missing[0]}); evaluate with the datalist the audit used, or audit again"
+        )
+    return [dict(by_id[i]) for i in wanted]
 
 
 def audit_metrics(
@@ -125,28 +192,39 @@ def audit_metrics(
     query_size: int | None = None,
     from_logits: bool = False,
     pred_key: str = "pred",
+    image_key: str | None = "image",
 ) -> dict[str, Any]:
     """Evaluation-time audit metrics from the ``reference.json`` of :class:`WithdrawalAudit`.
 
-    Returns ``{"rho_KS": KSCalibratedRatio, "rho_EMA": EMAPValue}`` (those present in the
-    file) for a ``SupervisedEvaluator``'s ``additional_metrics``; the evaluation must run
-    over the same D_Q the reference was computed on.
+    Returns ``{"p_member": ReferenceModelAudit, "rho_KS": KSCalibratedRatio, "rho_EMA":
+    EMAPValue}`` (those present in the file) for a ``SupervisedEvaluator``'s
+    ``additional_metrics``. The reference-model audit needs the whole audit set
+    (``audit_set.json``) evaluated; K-S and EMA use the D_Q samples among the evaluated
+    ones. With ``image_key``, every handler checks by content that exactly the audited
+    samples were evaluated.
 
     Args:
         reference_file: the file written by ``audit.json``.
         provider: the provider being evaluated; must match the file's.
-        query_size: the number of samples the evaluation covers; must match the file's.
+        query_size: the number of D_Q samples the evaluation covers; must match the file's.
         from_logits: the evaluator's ``pred_key`` item holds logits.
         pred_key: the item of the evaluator's output the metrics read. The bundles keep a
             copy of the logits as ``logits`` and pass ``from_logits=True``: a float32
             softmax rounds confidences near 1 (ties the auditors, which take the softmax
             in float64, do not have), which can move rho_KS by a sample's share.
+        image_key: the item holding the evaluated images (``None``: no content check;
+            the reference-model audit then cannot run).
 
     Raises:
         FileNotFoundError: no reference file (run ``audit.json`` first).
         ValueError: the file was made for another provider or another D_Q size.
     """
-    from monai_forget.handlers import EMAPValue, KSCalibratedRatio, batch_output
+    from monai_forget.handlers import (
+        EMAPValue,
+        KSCalibratedRatio,
+        ReferenceModelAudit,
+        batch_output,
+    )
 
     path = Path(reference_file)
     if not path.is_file():
@@ -156,19 +234,31 @@ def audit_metrics(
         )
     reference = AuditReference.load(path)
     reference.check(provider, query_size, source=str(path))
+    hashes = reference.query_hashes if image_key else None
+    transform = batch_output(pred_key, image_key=image_key if hashes else None)
+    # Over the audit set, K-S and EMA pick out D_Q; over D_Q alone they check it is whole.
+    on_extra = "ignore" if reference.refmodel is not None else "error"
     metrics: dict[str, Any] = {}
+    if reference.refmodel is not None and image_key:
+        metrics["p_member"] = ReferenceModelAudit(
+            reference.refmodel, from_logits, batch_output(pred_key, image_key=image_key)
+        )
     if reference.ks is not None:
         metrics["rho_KS"] = KSCalibratedRatio(
             reference.ks.query_confidence,
             reference.ks.calibration_confidence,
             from_logits=from_logits,
-            output_transform=batch_output(pred_key),
+            output_transform=transform,
+            query_hashes=hashes,
+            on_extra=on_extra,
         )
     if reference.ema is not None:
         metrics["rho_EMA"] = EMAPValue(
             reference.ema.thresholds,
             test=reference.ema.test,
             from_logits=from_logits,
-            output_transform=batch_output(pred_key),
+            output_transform=transform,
+            query_hashes=hashes,
+            on_extra=on_extra,
         )
     return metrics

@@ -14,7 +14,15 @@ from collections.abc import Sequence
 from monai_forget import __version__
 
 # Sub-command modules, imported lazily so `monai-forget --help` stays fast.
-SUBCOMMANDS: tuple[str, ...] = ("demo", "audit", "canary", "prepare", "memorisation", "fl")
+SUBCOMMANDS: tuple[str, ...] = (
+    "demo",
+    "audit",
+    "canary",
+    "prepare",
+    "memorisation",
+    "fl",
+    "shadow",
+)
 
 
 class UserError(Exception):
@@ -33,12 +41,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def describe_error(err: BaseException) -> str:
+    """One line for the user: the message, and for system errors the file concerned."""
+    if isinstance(err, OSError) and err.strerror:
+        name = f"{err.filename}: " if err.filename else ""
+        return f"{name}{err.strerror}"
+    return str(err) or type(err).__name__
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``monai-forget``; problems with the user's input or files exit with status 2
+    and one line naming the problem, never a traceback (a traceback means a bug)."""
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # for audit trails
     try:
         return int(args.func(args) or 0)
-    except (UserError, ValueError, FileNotFoundError, FileExistsError) as err:
-        print(f"monai-forget: error: {err}", file=sys.stderr)
+    except (UserError, ValueError, OSError) as err:  # OSError: missing, read-only, full...
+        print(f"monai-forget: error: {describe_error(err)}", file=sys.stderr)
         return 2
 
 

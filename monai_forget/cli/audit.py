@@ -1,41 +1,118 @@
-"""``monai-forget audit ks|ema``: withdrawal audit of a model file."""
+"""``monai-forget audit reference|ks|ema``: withdrawal audit of a model file.
+
+Exit codes (for pipelines): 0 forgotten, 3 not forgotten, 4 inconclusive (reference
+models only), 2 a usage error.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from pathlib import Path
 
 from monai_forget import defaults
-from monai_forget.cli.options import add_model_arguments, add_run_arguments, load_model_from_args
+from monai_forget.cli.options import (
+    add_model_arguments,
+    add_recipe_arguments,
+    add_run_arguments,
+    check_labels_fit,
+    load_model_from_args,
+    load_set,
+    positive_int,
+)
+
+#: The exit code of each decision (a usage error is 2).
+EXIT_CODES = {"forgotten": 0, "not forgotten": 3, "inconclusive": 4}
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
+def _common(parser: argparse.ArgumentParser, calibration: bool) -> None:
     add_model_arguments(parser, "target")
     parser.add_argument("--query", required=True, help="D_Q: image folder, .npz or datalist .json")
     parser.add_argument("--query-split", help="split of a MedMNIST-layout .npz for D_Q")
-    parser.add_argument("--calibration", required=True, help="D_C (shares no sample with D_Q)")
-    parser.add_argument("--calibration-split", help="split of a MedMNIST-layout .npz for D_C")
-    parser.add_argument(
-        "--recipe", required=True, help="recipe .json, bundle train config, or module:attribute"
-    )
+    if calibration:
+        parser.add_argument("--calibration", required=True, help="D_C (shares no sample with D_Q)")
+        parser.add_argument("--calibration-split", help="split of a MedMNIST-layout .npz for D_C")
+    add_recipe_arguments(parser)
     parser.add_argument(
         "--out", required=True, help="output folder for result.json and report.html"
     )
     parser.add_argument("--label", default="", help="name of the audited scenario/provider")
     add_run_arguments(
-        parser, "seed of shadow-model training and of the calibration split", batch_size=True
+        parser, "seed of the reference/shadow models and of any split", batch_size=True
     )
-    parser.add_argument("--cache-dir", help="cache for shadow models and predictions")
+    parser.add_argument("--cache-dir", help="cache for reference/shadow models and predictions")
     parser.add_argument("--overwrite", action="store_true", help="replace existing outputs")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the decision and its statistics as one JSON object (for pipelines)",
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("audit", help="has a model forgotten a withdrawn data set?")
+    parser = subparsers.add_parser(
+        "audit",
+        help="has a model forgotten a withdrawn data set?",
+        description="Withdrawal audit of a model file. Exit codes: 0 forgotten, 3 not "
+        "forgotten, 4 inconclusive, 2 usage error.",
+    )
     methods = parser.add_subparsers(dest="method", required=True)
+    ref = methods.add_parser(
+        "reference",
+        help="reference models, three-way decision with power (the recommended audit)",
+        description="Score D_Q against reference models trained by the recipe on data that "
+        "never includes it, test it against the target's known non-members, and decide "
+        "forgotten / not forgotten / inconclusive, with the test's power and the share of "
+        "D_Q still remembered.",
+    )
+    _common(ref, calibration=False)
+    ref.add_argument(
+        "--members", required=True, help="samples the target is known to have trained on"
+    )
+    ref.add_argument("--members-split", help="split of a MedMNIST-layout .npz")
+    ref.add_argument(
+        "--nonmembers", required=True, help="samples the target is known never to have seen"
+    )
+    ref.add_argument("--nonmembers-split", help="split of a MedMNIST-layout .npz")
+    ref.add_argument(
+        "--population",
+        help="data for training the reference models (default: half of --members and of "
+        "--nonmembers; the other halves are scored)",
+    )
+    ref.add_argument("--population-split", help="split of a MedMNIST-layout .npz")
+    ref.add_argument(
+        "--references",
+        type=int,
+        default=defaults.REFMODEL_REFERENCES,
+        help="reference models to train (more give more power; default %(default)s)",
+    )
+    ref.add_argument(
+        "--workers",
+        type=positive_int,
+        help="processes training reference models side by side (default: one per core)",
+    )
+    ref.add_argument(
+        "--alpha",
+        type=float,
+        default=defaults.REFMODEL_ALPHA,
+        help="level of the test: p <= alpha means not forgotten (default %(default)s)",
+    )
+    ref.add_argument(
+        "--min-power",
+        type=float,
+        default=defaults.REFMODEL_MIN_POWER,
+        help="power the test needs to call D_Q forgotten (default %(default)s)",
+    )
     ks = methods.add_parser("ks", help="K-S calibrated ratio (Liu & Tsaftaris 2020)")
-    _common(ks)
+    _common(ks, calibration=True)
     ema = methods.add_parser("ema", help="Ensembled Membership Auditing (Huang et al. 2021)")
-    _common(ema)
+    _common(ema, calibration=True)
+    _ema_options(ema)
+    parser.set_defaults(func=run)
+
+
+def _ema_options(ema: argparse.ArgumentParser) -> None:
     ema.add_argument(
         "--alpha",
         type=float,
@@ -67,43 +144,115 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=",".join(defaults.EMA_METRICS),
         help="comma-separated membership metrics (default %(default)s)",
     )
-    parser.set_defaults(func=run)
+    ema.add_argument(
+        "--reference-code",
+        action="store_true",
+        help="the authors' public code exactly: thresholds fitted by label on the target's "
+        "own outputs and applied by predicted class, Student's test (overrides --test, "
+        "--threshold-by, --calibration-outputs and --metrics)",
+    )
+
+
+def _auditor(args: argparse.Namespace, options: dict):
+    from monai_forget.audit import EMAAuditor, KSAuditor, ReferenceModelAuditor
+
+    if args.method == "reference":
+        return ReferenceModelAuditor(
+            **options,
+            n_references=args.references,
+            alpha=args.alpha,
+            min_power=args.min_power,
+            workers=args.workers,
+        )
+    if args.method == "ks":
+        return KSAuditor(**options)
+    if args.reference_code:
+        return EMAAuditor.reference_code(**options, alpha=args.alpha)
+    return EMAAuditor(
+        **options,
+        alpha=args.alpha,
+        threshold_by=args.threshold_by,
+        test=args.test,
+        calibration_outputs=args.calibration_outputs,
+        metrics=tuple(m.strip() for m in args.metrics.split(",") if m.strip()),
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    from monai_forget.audit import EMAAuditor, KSAuditor, write_report
-    from monai_forget.data import load_images
+    from monai_forget.audit import write_report
     from monai_forget.io import check_writable
-    from monai_forget.shadow import load_recipe
+    from monai_forget.recipes import load_recipe
 
     out = Path(args.out)
     result_path = check_writable(out / "result.json", args.overwrite)
     report_path = check_writable(out / "report.html", args.overwrite)
     target = load_model_from_args(args)
-    query = load_images(args.query, split=args.query_split)
-    calibration = load_images(args.calibration, split=args.calibration_split)
+    query = load_set(args.query, args.query_split, "query set D_Q (--query)")
     options = {
-        "recipe": load_recipe(args.recipe),
+        "recipe": load_recipe(args.recipe, allow_code=args.trust_recipe),
         "seed": args.seed,
         "device": args.device,
         "cache_dir": args.cache_dir,
         "batch_size": args.batch_size,
-        "progress": True,
+        "progress": not args.json,
     }
-    if args.method == "ks":
-        auditor = KSAuditor(**options)
-    else:
-        auditor = EMAAuditor(
-            **options,
-            alpha=args.alpha,
-            threshold_by=args.threshold_by,
-            test=args.test,
-            calibration_outputs=args.calibration_outputs,
-            metrics=tuple(m.strip() for m in args.metrics.split(",") if m.strip()),
+    auditor = _auditor(args, options)
+    label = args.label or Path(args.query).name
+    if args.method == "reference":
+        known = (
+            load_set(args.members, args.members_split, "known members (--members)"),
+            load_set(args.nonmembers, args.nonmembers_split, "known non-members (--nonmembers)"),
         )
-    result = auditor.audit(target, query, calibration, label=args.label or Path(args.query).name)
+        population = args.population and load_set(
+            args.population, args.population_split, "reference population (--population)"
+        )
+        sets = {"query set D_Q": query, "known members": known[0], "known non-members": known[1]}
+        check_labels_fit(target, {**sets, **({"population": population} if population else {})})
+        result = auditor.audit(target, query, known, population=population or None, label=label)
+    else:
+        calibration = load_set(
+            args.calibration, args.calibration_split, "calibration set D_C (--calibration)"
+        )
+        check_labels_fit(target, {"query set D_Q": query, "calibration set D_C": calibration})
+        result = auditor.audit(target, query, calibration, label=label)
+    result.provenance["audit_trail"] = _trail(args)
     result.save(result_path, overwrite=args.overwrite)
     write_report(result, report_path, overwrite=args.overwrite)
-    print(result.summary())
-    print(f"result: {result_path}\nreport: {report_path}")
-    return 0
+    if args.json:
+        print(json.dumps(_pipeline_record(result, result_path, report_path)))
+    else:
+        print(result.summary())
+        print(f"result: {result_path}\nreport: {report_path}")
+    return EXIT_CODES[result.decision]
+
+
+def _trail(args: argparse.Namespace) -> dict:
+    """Who audited what: the command line and the model file's SHA-256."""
+    import hashlib
+    from datetime import datetime, timezone
+
+    digest = hashlib.sha256(Path(args.model).read_bytes()).hexdigest()
+    return {
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command_line": ["monai-forget", *getattr(args, "argv", sys.argv[1:])],
+        "model_file": str(Path(args.model).resolve()),
+        "model_sha256": digest,
+    }
+
+
+def _pipeline_record(result, result_path: Path, report_path: Path) -> dict:
+    from monai_forget.results import jsonable
+
+    return jsonable(
+        {
+            "decision": result.decision,
+            "exit_code": EXIT_CODES[result.decision],
+            "method": result.method,
+            "statistic_name": result.statistic_name,
+            "statistic": result.statistic,
+            "details": result.details,
+            "sizes": result.sizes,
+            "result": str(result_path),
+            "report": str(report_path),
+        }
+    )

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from monai_forget.cli.options import positive_int
+
 if TYPE_CHECKING:
     from monai_forget.dicom import ManifestRecord, TextHasher
 
@@ -74,6 +76,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="REL_PATH",
         help="folder input: the file (relative to INPUT) to carry the canary "
         "(default: the first image in sorted order)",
+    )
+    inject.add_argument(
+        "--workers",
+        type=positive_int,
+        metavar="N",
+        help="folder input: processes sharing the files (default: the CPU cores this "
+        "process may use); the output is the same for any N",
     )
     inject.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     inject.add_argument("--dry-run", action="store_true", help="check and report; write nothing")
@@ -149,6 +158,7 @@ def _inject(args: argparse.Namespace) -> tuple[list[ManifestRecord], tuple[Path,
     )
     from monai_forget.dicom.driver import check_not_input, prepare
     from monai_forget.dicom.manifest import probe_folder
+    from monai_forget.processes import available_cores
 
     options = as_options(args.text, args.position, args.scale, args.height_fraction, args.frames)
     hasher = TextHasher(args.salt or os.environ.get(SALT_ENV), plain_text=args.plain_text)
@@ -166,7 +176,12 @@ def _inject(args: argparse.Namespace) -> tuple[list[ManifestRecord], tuple[Path,
         probe_folder(output, "output")
 
     if args.input.is_dir():
-        tree = {"all_files": args.all_files, "canary": args.canary, "hasher": hasher}
+        tree = {
+            "all_files": args.all_files,
+            "canary": args.canary,
+            "hasher": hasher,
+            "workers": args.workers or available_cores(),
+        }
         with _progress_bar() as bar:
             if args.dry_run:
                 return inject_tree(args.input, output, options, dry_run=True, **tree, **bar), None
@@ -187,6 +202,7 @@ def _progress_bar() -> Iterator[dict]:
     """A progress bar for folder runs, as ``progress`` and ``report`` arguments."""
     from tqdm import tqdm
 
+    tqdm.monitor_interval = 0  # no monitor thread: worker processes are forked from here
     with tqdm(unit="file", desc="canary inject", disable=None) as bar:
 
         def progress(files: list[Path]) -> Iterator[Path]:

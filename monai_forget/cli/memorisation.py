@@ -1,9 +1,10 @@
-"""``monai-forget memorisation score|scan``: has a model memorised a known feature or name?
+"""``monai-forget memorisation score|scan``: evidence that a model memorised a feature or name?
 
 - ``score``: the black-box score M (Hartley & Tsaftaris 2022, Eq. 1) of one feature
-  (text in the project's typeface at a known place) with every one-tailed test.
-- ``scan``: M and p for every name of a CSV roster, corrected for multiple testing,
-  ranked, with a JSON + HTML report.
+  (text in the project's typeface at a known place), ranked among decoys of its kind
+  (the calibrated test), with the paper's and the other one-tailed tests beside.
+- ``scan``: M and the calibrated p for every name of a CSV roster against fresh decoys,
+  corrected for multiple testing, ranked, with a JSON + HTML report.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from monai_forget.defaults import (
     LEAK_SCAN_ALPHA,
     LEAK_SCAN_CORRECTIONS,
     MEMORISATION_PAPER_TEST,
+    MEMORISATION_RANDOM_FEATURES,
+    MEMORISATION_SCORE_DECOYS,
     MEMORISATION_TESTS,
 )
 
@@ -53,9 +56,16 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--random-feature",
-        choices=("patch", "text"),
-        default="patch",
-        help="random controls: binary patches (the paper's) or random letters",
+        choices=MEMORISATION_RANDOM_FEATURES,
+        default=MEMORISATION_RANDOM_FEATURES[0],
+        help="random controls z_r: the text's block overwritten with random pixels (patch, "
+        "the paper's), random masks with the text's ink count (ink), or random letters "
+        "(text) (default %(default)s)",
+    )
+    parser.add_argument(
+        "--decoy-seed",
+        type=int,
+        help="seed of the decoys (default: a fresh one, recorded in the output)",
     )
     add_run_arguments(parser, "seed of the random controls", batch_size=True)
     parser.add_argument(
@@ -83,16 +93,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _common(score)
     score.add_argument("--text", required=True, help="the feature's text, e.g. a name or 'A'")
     score.add_argument(
+        "--decoys",
+        type=int,
+        default=MEMORISATION_SCORE_DECOYS,
+        help="random texts of the same kind to rank M among, the calibrated test (default "
+        "%(default)s; all of them when fewer exist, e.g. 25 for one letter; 0: the "
+        "uncalibrated tests only)",
+    )
+    score.add_argument(
         "--test",
         choices=MEMORISATION_TESTS,
         default=MEMORISATION_PAPER_TEST,
-        help="primary one-tailed test (default %(default)s, the paper's); all are reported",
+        help="primary uncalibrated one-tailed test (default %(default)s, the paper's); all "
+        "are reported",
     )
     score.add_argument(
         "--alpha",
         type=float,
         default=LEAK_SCAN_ALPHA,
-        help="significance level of the one-tailed test (default %(default)s)",
+        help="significance level (default %(default)s)",
     )
     score.add_argument("--out", help="write the result as JSON to this file")
     scan = actions.add_parser("scan", help="leak scan over a CSV roster of candidate names")
@@ -100,16 +119,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     scan.add_argument("--roster", required=True, help="CSV with a header row, one name per row")
     scan.add_argument("--column", help="roster column holding the names (default 'name')")
     scan.add_argument(
+        "--decoys",
+        type=int,
+        help="decoys per kind of name (length and letter case), drawn fresh per scan "
+        "(default: at least 999, enough for one name to reach alpha after correction)",
+    )
+    scan.add_argument(
         "--test",
         choices=MEMORISATION_TESTS,
         default=MEMORISATION_PAPER_TEST,
-        help="one-tailed test of each name's M (default %(default)s, the paper's)",
+        help="uncalibrated one-tailed test reported beside each name (default "
+        "%(default)s, the paper's)",
     )
     scan.add_argument(
         "--correction",
         choices=LEAK_SCAN_CORRECTIONS,
         default=LEAK_SCAN_CORRECTIONS[0],
-        help="multiple-testing correction (default Benjamini-Hochberg)",
+        help="multiple-testing correction of the calibrated p-values (default Benjamini-Hochberg)",
     )
     scan.add_argument(
         "--alpha",
@@ -140,6 +166,8 @@ def _options(args: argparse.Namespace, training) -> dict:
         "test": args.test,
         "random_feature": args.random_feature,
         "seed": args.seed,
+        "decoys": args.decoys,
+        "decoy_seed": args.decoy_seed,
         "batch_size": args.batch_size,
         "device": args.device,
         "outputs": args.outputs,
@@ -165,8 +193,13 @@ def run(args: argparse.Namespace) -> int:
         feature = UniqueFeature.from_text(args.text, tuple(args.position), args.scale, args.value)
         model, probes, training = _inputs(args)
         score = memorisation_score(model, probes, feature, **_options(args, training))
-        verdict = "memorised" if score.significant(args.alpha) else "no evidence of memorisation"
-        print(f"feature {feature.describe()}: {verdict} ({args.test} p = {score.pvalue:.4g})")
+        if score.calibrated is not None:
+            found = score.calibrated.pvalue < args.alpha
+            how = f"calibrated p = {score.calibrated.pvalue:.4g} against decoys"
+        else:
+            found, how = score.significant(args.alpha), f"{args.test} p = {score.pvalue:.4g}"
+        verdict = "evidence of memorisation" if found else "no evidence of memorisation"
+        print(f"feature {feature.describe()}: {verdict} ({how}, alpha {args.alpha})")
         print(score.summary())
         if out is not None:
             record = {

@@ -14,12 +14,42 @@ from monai_forget.defaults import BATCH_SIZE, DEVICE, SEED
 if TYPE_CHECKING:  # torch is imported only when a command runs
     from torch import nn
 
+    from monai_forget.data import LabelledImages
+
+
+def positive_int(text: str) -> int:
+    """An ``argparse`` type: an integer of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
 
 def add_model_arguments(parser: argparse.ArgumentParser, role: str) -> None:
     """Add the options naming a model file and, for state dicts, its architecture."""
     parser.add_argument("--model", required=True, help=f"{role} model: TorchScript or state dict")
     parser.add_argument("--network", help="registry name of the architecture (state dicts)")
     parser.add_argument("--network-args", default="{}", help="JSON keyword arguments of --network")
+
+
+def add_recipe_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--recipe`` and ``--trust-recipe`` (a recipe that runs code needs the latter)."""
+    parser.add_argument(
+        "--recipe",
+        required=True,
+        help="how the target was trained: a data-only recipe .json of SupervisedRecipe "
+        'fields, e.g. {"network": "mlp", "network_args": {"in_shape": [1, 8, 8], '
+        '"num_classes": 10}, "steps": 1500, "batch_size": 32} (network, network_args, '
+        "epochs, steps, batch_size, learning_rate, optimizer adam|sgd, betas, momentum, "
+        "weight_decay); with --trust-recipe also a MONAI bundle train config or "
+        "package.module:attribute",
+    )
+    parser.add_argument(
+        "--trust-recipe",
+        action="store_true",
+        help="allow a recipe that runs code (a bundle config evaluates its '$' expressions; "
+        "module:attribute imports Python): trust it as you would a script",
+    )
 
 
 def add_run_arguments(
@@ -52,3 +82,37 @@ def load_model_from_args(args: argparse.Namespace) -> nn.Module:
             f"--network-args is not valid JSON ({err}); e.g. '{{\"num_classes\": 2}}'"
         ) from None
     return load_model(args.model, network=args.network, network_args=network_args)
+
+
+def load_set(path: str, split: str | None, role: str) -> LabelledImages:
+    """Load one data set the options name; an error says which set (``role``) it is."""
+    from monai_forget.data import load_images
+
+    try:
+        return load_images(path, split=split)
+    except ValueError as err:
+        raise ValueError(f"{role}: {err}") from None
+
+
+def check_labels_fit(model: nn.Module, sets: dict[str, LabelledImages]) -> None:
+    """Refuse sets whose images the model cannot take or whose labels exceed its outputs.
+
+    One forward pass on one image of each set, before any training starts.
+    """
+    import torch
+
+    for role, data in sets.items():
+        with torch.no_grad():
+            try:
+                outputs = model(torch.tensor(data.images[:1])).shape[-1]
+            except RuntimeError as err:
+                raise ValueError(
+                    f"{role}: the model cannot take its images of shape "
+                    f"{tuple(data.images.shape[1:])} ({str(err).splitlines()[0]})"
+                ) from None
+        top = int(data.labels.max()) if len(data) else -1
+        if top >= outputs:
+            raise ValueError(
+                f"{role}: label {top} is outside the model's {outputs} classes (0..{outputs - 1});"
+                " check the labels or the model"
+            )

@@ -246,7 +246,10 @@ def _as_labels(labels: Any) -> np.ndarray:
         raise ValueError(f"labels must have shape (N,); got shape {raw.shape}")
     if raw.size and not np.issubdtype(raw.dtype, np.integer):
         if raw.dtype == bool or not np.issubdtype(raw.dtype, np.number):
-            raise TypeError(f"labels must be integers, got dtype {raw.dtype}")
+            raise TypeError(
+                f"labels must be integer class indices, got dtype {raw.dtype}; map class "
+                "names to 0..K-1 first"
+            )
         if not (np.isfinite(raw).all() and np.array_equal(raw, np.round(raw))):
             raise ValueError("labels must be whole numbers (class indices), not scores")
     arr = np.array(raw, dtype=np.int64, copy=True)

@@ -12,9 +12,11 @@ Conventions shared by every loader:
 from __future__ import annotations
 
 import functools
+import math
 import os
 import threading
 import warnings
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -61,13 +63,20 @@ def load_images(
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist")
-    if path.is_dir():
-        return _load_folder(path)
     name = path.name.lower()
-    if name.endswith(".npz"):
-        return load_npz(path, split)
-    if name.endswith(".json"):
-        return _load_datalist(path, section)
+    try:
+        if path.is_dir():
+            return _load_folder(path)
+        if name.endswith(".npz"):
+            return load_npz(path, split)
+        if name.endswith(".json"):
+            return _load_datalist(path, section)
+    except (TypeError, ValueError) as err:  # LabelledImages' checks: name the file
+        message = str(err)
+        if str(path) not in message:
+            where = f"{path}" + (f" (split {split})" if split else "")
+            message = f"{where}: {message}"
+        raise ValueError(message) from None
     raise ValueError(
         f"cannot load {path}: expected a folder of class sub-folders, a .npz file "
         "or a MONAI datalist .json"
@@ -214,8 +223,49 @@ def _load_folder(root: Path) -> LabelledImages:
     return LabelledImages(_stack(images, ids), np.asarray(labels), tuple(ids), len(classes))
 
 
+def check_npz(path: Path) -> None:
+    """Refuse, before anything is allocated, an ``.npz`` that is not a zip archive, holds
+    Python objects, or whose array headers claim more data than the file holds.
+
+    Raises:
+        ValueError: naming the file and the array.
+    """
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"{path} is not an .npz file (not a zip archive); save with np.savez")
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            if not info.filename.endswith(".npy"):
+                continue
+            key = info.filename[: -len(".npy")]
+            with archive.open(info) as member:
+                try:
+                    version = np.lib.format.read_magic(member)
+                    read_header = (
+                        np.lib.format.read_array_header_1_0
+                        if version == (1, 0)
+                        else np.lib.format.read_array_header_2_0
+                    )
+                    shape, _, dtype = read_header(member)
+                except ValueError as err:
+                    raise ValueError(
+                        f"{path}: array {key!r} has a damaged header ({err})"
+                    ) from None
+            if dtype.hasobject:
+                raise ValueError(
+                    f"{path}: array {key!r} holds Python objects (dtype object), which are not "
+                    "loaded for safety; save numeric arrays (images float/uint8, labels int)"
+                )
+            claimed = math.prod(shape) * dtype.itemsize
+            if claimed > info.file_size:
+                raise ValueError(
+                    f"{path}: array {key!r} claims shape {shape} ({claimed:,} bytes) but the "
+                    f"file holds {info.file_size:,} bytes for it; the file is damaged"
+                )
+
+
 def load_npz(path: Path, split: str | None) -> LabelledImages:
     """The ``.npz`` layouts of :func:`load_images`; ids default to ``<stem>/<split>_<i>``."""
+    check_npz(path)
     with np.load(path, allow_pickle=False) as npz:
         keys = sorted(npz.files)
         splits = sorted(
@@ -272,6 +322,12 @@ def _load_datalist(path: Path, section: str) -> LabelledImages:
         raise ValueError(f"{path}: {err}; pass section= the datalist key to read") from err
     if not entries:
         raise ValueError(f"{path}: section {section!r} has no entries")
+    missing = [str(e.get("image")) for e in entries if not Path(str(e.get("image"))).is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"{path}: {len(missing)} image file(s) of section {section!r} do not exist, e.g. "
+            f"{missing[0]}; relative paths are read from the datalist's folder"
+        )
     images, labels, ids = [], [], []
     for k, entry in enumerate(entries):
         if "image" not in entry or "label" not in entry:

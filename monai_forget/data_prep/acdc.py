@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from monai_forget.data.acdc import acdc_label
+from monai_forget.data_prep.tables import read_text_lines
 
 #: ``patientNNN`` as used by every ACDC release
 PATIENT_RE = re.compile(r"^patient\d{3}$")
@@ -45,7 +46,7 @@ def read_info(path: str | Path) -> Info:
             f"{', '.join(_INFO_FIELDS)}"
         )
     values: dict[str, str] = {}
-    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, raw in enumerate(read_text_lines(path, "ACDC"), start=1):
         if not raw.strip():
             continue
         key, sep, value = raw.partition(":")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from monai_forget.data_prep.splits import SOURCE_SPLIT_KEYS
+from monai_forget.data_prep.tables import read_text_lines
 
 #: class orders of the COVIDx releases: CXR-2 onwards, and the older three-class files
 KNOWN_LABELS = (("negative", "positive"), ("normal", "pneumonia", "COVID-19"))
@@ -31,7 +32,7 @@ def read_label_file(path: Path) -> list[tuple[int, dict[str, str]]]:
         ValueError: a line without the four fields (names the line).
     """
     rows = []
-    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, raw in enumerate(read_text_lines(path, "COVIDx label file"), start=1):
         if not raw.strip():
             continue
         match = _LINE_RE.match(raw.strip())

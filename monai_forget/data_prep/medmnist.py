@@ -24,6 +24,7 @@ import numpy as np
 from PIL import Image
 
 from monai_forget.data_prep.splits import SOURCE_SPLIT_KEYS
+from monai_forget.io import make_public
 
 #: PneumoniaMNIST's class names (medmnist ``INFO["pneumoniamnist"]["label"]``)
 PNEUMONIA_LABELS = ("normal", "pneumonia")
@@ -145,6 +146,7 @@ def export_pngs(npz: str | Path, image_dir: str | Path, overwrite: bool = False)
     image_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{image_dir.name}.", dir=image_dir.parent))
     try:
+        make_public(staging)  # the published folder follows the umask, like mkdir
         count = _write_all(arrays, staging, replace=False)
         with contextlib.suppress(FileNotFoundError):
             image_dir.rmdir()  # an empty folder may be replaced

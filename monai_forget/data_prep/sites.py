@@ -8,6 +8,7 @@ random split is never mistaken for a field-strength one.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from monai_forget.data_prep.tables import read_csv_rows, read_id_list
+from monai_forget.data_prep.tables import read_csv_rows, read_id_lines
 
 SITE_MAP = "site-map"
 EXPLICIT = "explicit"
@@ -31,10 +32,22 @@ DEFAULT_SITE = "all"
 SITE_STREAM = 1
 
 
+def _natural(text: str) -> list:
+    """Sort key putting ``line 2`` before ``line 10``."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
+
+
 def _preview(items: Sequence[str], limit: int = 5) -> str:
-    items = sorted(items)
+    items = sorted(items, key=_natural)
     more = f", ... ({len(items)} in all)" if len(items) > limit else ""
     return ", ".join(items[:limit]) + more
+
+
+class Listed(tuple):
+    """Patients read from a file, with where each was read (``FILE line N``), so errors
+    can name the line rather than repeat what an arbitrary file holds."""
+
+    where: dict[str, str]
 
 
 def parse_provider(text: str) -> tuple[str, tuple[str, ...]]:
@@ -51,12 +64,14 @@ def parse_provider(text: str) -> tuple[str, tuple[str, ...]]:
         )
     members = members.strip()
     if members.startswith("@"):
-        patients = read_id_list(members[1:], what=f"patient list of provider {name!r}")
+        lines = read_id_lines(members[1:], what=f"patient list of provider {name!r}")
+        patients = Listed(p for _, p in lines)
+        patients.where = {p: f"{members[1:]} line {number}" for number, p in lines}
     else:
         patients = [p.strip() for p in members.split(",") if p.strip()]
     if not patients:
         raise ValueError(f"--provider {text!r}: provider {name!r} lists no patients")
-    return name, tuple(patients)
+    return name, patients if isinstance(patients, Listed) else tuple(patients)
 
 
 def read_site_map(path: str | Path) -> dict[str, str]:
@@ -65,6 +80,12 @@ def read_site_map(path: str | Path) -> dict[str, str]:
     Raises:
         ValueError: a patient listed twice with different sites (names both lines).
     """
+    return _site_map_lines(path)[0]
+
+
+def _site_map_lines(path: str | Path) -> tuple[dict[str, str], dict[str, str]]:
+    """``{patient: site}`` and ``{patient: "PATIENT (FILE line N)"}`` of a site map (its
+    header has been checked, so the file is a site map and its ids can be shown)."""
     mapping: dict[str, str] = {}
     first_line: dict[str, int] = {}
     for line, row in read_csv_rows(path, ("patient", "site"), what="site map"):
@@ -76,7 +97,7 @@ def read_site_map(path: str | Path) -> dict[str, str]:
             )
         mapping.setdefault(patient, site)
         first_line.setdefault(patient, line)
-    return mapping
+    return mapping, {p: f"{p} ({path} line {n})" for p, n in first_line.items()}
 
 
 @dataclass(frozen=True)
@@ -149,8 +170,10 @@ class SiteSpec:
         """
         patients = set(strata)
         if self.site_map is not None:
-            mapping = read_site_map(self.site_map)
-            _check_covers(mapping, patients, f"site map {self.site_map}", hint="add a row")
+            mapping, where = _site_map_lines(self.site_map)
+            _check_covers(
+                mapping, patients, f"site map {self.site_map}", hint="add a row", where=where
+            )
             return {p: mapping[p] for p in sorted(patients)}
         if self.providers:
             return self._explicit(patients)
@@ -164,16 +187,18 @@ class SiteSpec:
 
     def _explicit(self, patients: set[str]) -> dict[str, str]:
         mapping: dict[str, str] = {}
+        where: dict[str, str] = {}
         seen_names: set[str] = set()
         for name, members in self.providers:
+            where.update(getattr(members, "where", {}))
             if name in seen_names:
                 raise ValueError(f"--provider {name!r} given twice; merge its patient lists")
             seen_names.add(name)
             for patient in members:
                 if patient in mapping and mapping[patient] != name:
                     raise ValueError(
-                        f"patient {patient} is in providers {mapping[patient]!r} and "
-                        f"{name!r}; a patient belongs to one provider"
+                        f"patient {where.get(patient, patient)} is in providers "
+                        f"{mapping[patient]!r} and {name!r}; a patient belongs to one provider"
                     )
                 mapping[patient] = name
         if self.other_site is not None:
@@ -182,17 +207,32 @@ class SiteSpec:
             for patient in patients - set(mapping):
                 mapping[patient] = self.other_site
         _check_covers(
-            mapping, patients, "--provider lists", hint="list it or pass --other-site NAME"
+            mapping,
+            patients,
+            "--provider lists",
+            hint="list it or pass --other-site NAME",
+            where=where,
         )
         return {p: mapping[p] for p in sorted(patients)}
 
 
-def _check_covers(mapping: Mapping[str, str], patients: set[str], what: str, hint: str) -> None:
-    """Refuse a mapping naming patients not in the data or leaving data patients out."""
+def _check_covers(
+    mapping: Mapping[str, str],
+    patients: set[str],
+    what: str,
+    hint: str,
+    where: Mapping[str, str] | None = None,
+) -> None:
+    """Refuse a mapping naming patients not in the data or leaving data patients out.
+
+    Patients read from a file (``where``) are named by file and line, not by content.
+    """
     unknown = set(mapping) - patients
     if unknown:
+        where = where or {}
+        named = [where.get(p, p) for p in unknown]
         raise ValueError(
-            f"{what} names {len(unknown)} patient(s) not in the data: {_preview(unknown)}; "
+            f"{what} names {len(unknown)} patient(s) not in the data: {_preview(named)}; "
             f"patient ids look like {_preview(patients, 3)}"
         )
     unassigned = patients - set(mapping)

@@ -28,42 +28,74 @@ def read_csv_rows(
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{what} {path} not found")
-    with path.open(newline="", encoding="utf-8-sig") as handle:
-        reader = csv.reader(handle)
-        header = next(reader, None)
-        if header is None:
-            raise ValueError(f"{what} {path} is empty; expected a header with {list(required)}")
-        header = [name.strip() for name in header]
-        missing = [name for name in required if name not in header]
-        if missing:
+    # Lines are decoded one by one, so a byte that is not UTF-8 is reported with its line.
+    reader = csv.reader(text_lines(path, what))
+    header = next(reader, None)
+    if header is None:
+        raise ValueError(f"{what} {path} is empty; expected a header with {list(required)}")
+    header = [name.strip() for name in header]
+    missing = [name for name in required if name not in header]
+    if missing:  # the line itself is not shown: the file may not be a table at all
+        raise ValueError(
+            f"{what} {path}, line 1: the header ({len(header)} column(s)) lacks "
+            f"column(s) {missing}; the first line must name the columns {list(required)}"
+        )
+    for fields in reader:
+        line = reader.line_num
+        if not any(field.strip() for field in fields):
+            continue  # blank lines are harmless
+        if len(fields) != len(header):
             raise ValueError(
-                f"{what} {path}: header {header} lacks column(s) {missing}; "
-                f"the first line must name the columns {list(required)}"
+                f"{what} {path}, line {line}: {len(fields)} field(s), expected "
+                f"{len(header)} ({', '.join(header)})"
             )
-        for fields in reader:
-            line = reader.line_num
-            if not any(field.strip() for field in fields):
-                continue  # blank lines are harmless
-            if len(fields) != len(header):
-                raise ValueError(
-                    f"{what} {path}, line {line}: {len(fields)} field(s), expected "
-                    f"{len(header)} ({', '.join(header)})"
-                )
-            row = {name: value.strip() for name, value in zip(header, fields, strict=True)}
-            empty = [name for name in required if not row[name]]
-            if empty:
-                raise ValueError(f"{what} {path}, line {line}: empty field(s) {empty}")
-            yield line, row
+        row = {name: value.strip() for name, value in zip(header, fields, strict=True)}
+        empty = [name for name in required if not row[name]]
+        if empty:
+            raise ValueError(f"{what} {path}, line {line}: empty field(s) {empty}")
+        yield line, row
 
 
 def read_id_list(path: str | Path, what: str = "patient list") -> list[str]:
     """Read one identifier per line (blank lines and ``#`` comments ignored)."""
+    return [text for _, text in read_id_lines(path, what)]
+
+
+def read_id_lines(path: str | Path, what: str = "patient list") -> list[tuple[int, str]]:
+    """``(line_number, identifier)`` for each identifier of a one-per-line list.
+
+    Raises:
+        FileNotFoundError: ``path`` is not a file.
+        ValueError: the file is not UTF-8 text (the message names the line).
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{what} {path} not found")
     ids = []
-    for raw in path.read_text(encoding="utf-8").splitlines():
+    for number, raw in enumerate(text_lines(path, what), start=1):
         text = raw.split("#", 1)[0].strip()
         if text:
-            ids.append(text)
+            ids.append((number, text))
     return ids
+
+
+def read_text_lines(path: Path, what: str) -> list[str]:
+    """The lines of a UTF-8 text file, without line ends."""
+    return [line.rstrip("\r\n") for line in text_lines(path, what)]
+
+
+def text_lines(path: Path, what: str) -> Iterator[str]:
+    """The lines of a UTF-8 text file (a leading BOM dropped), each with its line end.
+
+    Raises:
+        ValueError: a line is not UTF-8; the message names the file and the line, not
+            its content.
+    """
+    with Path(path).open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError:
+                raise ValueError(
+                    f"{what} {path}, line {number}: not UTF-8 text; save the file as UTF-8"
+                ) from None

@@ -7,6 +7,7 @@ with the reason, and nothing is written for it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -21,6 +22,7 @@ from monai_forget.dicom.driver import inject_any
 from monai_forget.dicom.errors import InjectionError, NotAnImageError
 from monai_forget.dicom.hashing import TextHasher
 from monai_forget.dicom.options import BurnInOptions
+from monai_forget.dicom.pool import ordered_map
 from monai_forget.dicom.raster import is_nifti, is_png
 from monai_forget.dicom.record import ManifestRecord
 from monai_forget.dicom.staging import (
@@ -117,6 +119,46 @@ def _copy(src: Path, dst: Path, final: Path) -> ManifestRecord:
     return ManifestRecord("copied", str(src), str(final), digest.hexdigest())
 
 
+@dataclass(frozen=True)
+class _Entry:
+    """One entry of the input tree and what to do with it (sent to a worker as is)."""
+
+    path: Path
+    final: Path  # its place in the output folder
+    staged: Path | None  # where it is written; None: a dry run writes nothing
+    reason: str | None  # why it is skipped (links, special files)
+    burn: bool  # burn text into it when it is an image
+    required: bool  # the chosen canary: it must be an image
+
+
+def _process(entry: _Entry, options: BurnInOptions, hasher: TextHasher) -> ManifestRecord:
+    """Skip, burn into or copy one entry; the record names its final output path."""
+    path, staged = entry.path, entry.staged
+    if entry.reason is not None:
+        return ManifestRecord("skipped", str(path), "", reason=entry.reason)
+    record = None
+    if entry.burn:
+        try:
+            record = inject_any(
+                path,
+                entry.final if staged is None else staged,
+                options,
+                overwrite=staged is None,
+                dry_run=staged is None,
+                hasher=hasher,
+                durable=False,
+            )
+        except NotAnImageError:
+            if entry.required:
+                raise
+    if record is None:
+        if staged is None:
+            record = ManifestRecord("copied", str(path), str(entry.final))
+        else:
+            record = _copy(path, staged, entry.final)
+    return record.replace(output=str(entry.final))
+
+
 def _mirror(
     src: Path,
     dst: Path,
@@ -126,40 +168,26 @@ def _mirror(
     options: BurnInOptions,
     hasher: TextHasher,
     progress: Progress | None,
+    workers: int = 1,
 ) -> list[ManifestRecord]:
-    """One record per entry; files are written under ``stage`` (``None``: a dry run)."""
-    reasons = dict(entries)
-    paths = [path for path, _ in entries]
-    records = []
-    for path in progress(paths) if progress else paths:
-        final = dst / path.relative_to(src)
-        if reasons[path] is not None:
-            records.append(ManifestRecord("skipped", str(path), "", reason=reasons[path]))
-            continue
-        out = final if stage is None else stage / path.relative_to(src)
-        record = None
-        if target is None or path == target:
-            try:
-                record = inject_any(
-                    path,
-                    out,
-                    options,
-                    overwrite=stage is None,
-                    dry_run=stage is None,
-                    hasher=hasher,
-                    durable=False,
-                )
-            except NotAnImageError:
-                if path == target:
-                    raise
-        if record is None:
-            record = (
-                ManifestRecord("copied", str(path), str(final))
-                if stage is None
-                else _copy(path, out, final)
-            )
-        records.append(record.replace(output=str(final)))
-    return records
+    """One record per entry, in path order; files are written under ``stage`` (``None``:
+    a dry run), by ``workers`` processes (see :mod:`monai_forget.dicom.pool`)."""
+    jobs = [
+        _Entry(
+            path,
+            dst / path.relative_to(src),
+            None if stage is None else stage / path.relative_to(src),
+            reason,
+            target is None or path == target,
+            path == target,
+        )
+        for path, reason in entries
+    ]
+    paths = [job.path for job in jobs]
+    work = functools.partial(_process, options=options, hasher=hasher)
+    with ordered_map(work, jobs, workers) as results:
+        # The progress callback sees each path before its record is taken, as a loop would.
+        return [next(results) for _ in (progress(paths) if progress else paths)]
 
 
 @dataclass
@@ -202,6 +230,7 @@ def stage_tree(
     hasher: TextHasher | None = None,
     progress: Progress | None = None,
     report: Report = _log.warning,
+    workers: int = 1,
 ) -> StagedTree:
     """Build the output tree of :func:`inject_tree` in a staging folder next to ``dst``.
 
@@ -219,8 +248,9 @@ def stage_tree(
     staging = StagingFolder(dst)
     try:
         with exit_on_terminate():
+            hasher = hasher or TextHasher()
             records = _mirror(
-                src, dst, staging.path, entries, target, options, hasher or TextHasher(), progress
+                src, dst, staging.path, entries, target, options, hasher, progress, workers
             )
             sync_all()  # one flush for the whole staged tree instead of one fsync per file
     except BaseException:
@@ -241,6 +271,7 @@ def inject_tree(
     hasher: TextHasher | None = None,
     progress: Progress | None = None,
     report: Report = _log.warning,
+    workers: int = 1,
 ) -> list[ManifestRecord]:
     """Mirror the folder ``src`` into ``dst``, burning text into one file or all.
 
@@ -255,6 +286,9 @@ def inject_tree(
     ``dry_run`` does all the work in memory and writes nothing. Staging folders left
     by interrupted runs are removed (a dry run only names them) and passed to ``report``.
 
+    ``workers`` processes share the files (see :mod:`monai_forget.dicom.pool`); the
+    output and the records are the same, in the same order, for any number of workers.
+
     Returns:
         One manifest record per entry (``action`` ``injected``, ``copied`` or ``skipped``).
     """
@@ -265,7 +299,8 @@ def inject_tree(
         target = None if all_files else _choose_canary(src, entries, canary)
         for line in sweep_stale_staging(dst, remove=False).messages():
             report(line)
-        return _mirror(src, dst, None, entries, target, options, hasher or TextHasher(), progress)
+        hasher = hasher or TextHasher()
+        return _mirror(src, dst, None, entries, target, options, hasher, progress, workers)
     with exit_on_terminate():
         staged = stage_tree(
             src,
@@ -277,6 +312,7 @@ def inject_tree(
             hasher=hasher,
             progress=progress,
             report=report,
+            workers=workers,
         )
         with staged:
             staged.publish()

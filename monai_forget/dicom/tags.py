@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from pydicom.dataset import Dataset
 from pydicom.sequence import Sequence
 from pydicom.uid import generate_uid
@@ -18,6 +20,13 @@ def mark_derived(ds: Dataset, source: Dataset, description: str) -> str:
     ImageType value 1 ``DERIVED``, appends ``description`` to DerivationDescription and
     adds a SourceImageSequence item referencing ``source``. Other elements are kept.
 
+    The new UID is derived (pydicom's ``generate_uid(entropy_srcs=...)``) from the
+    source's identity, ``description`` and the burned pixel data already set on ``ds``:
+    the same burn-in of the same file gets the same UID in every run, whatever the order
+    or the number of worker processes, and another text, place or image gets another
+    UID. The pixels are among its inputs and the manifest does not hold them, so the
+    manifest's two UIDs do not let anyone test guesses of the burned text.
+
     Args:
         ds: the dataset to mark (modified in place).
         source: a dataset carrying the original SOPClassUID and SOPInstanceUID.
@@ -26,7 +35,10 @@ def mark_derived(ds: Dataset, source: Dataset, description: str) -> str:
     Returns:
         The new SOP Instance UID.
     """
-    new_uid = generate_uid()
+    pixels = hashlib.sha256(ds.PixelData).hexdigest()
+    new_uid = generate_uid(
+        entropy_srcs=[str(source.SOPClassUID), str(source.SOPInstanceUID), description, pixels]
+    )
     ds.SOPInstanceUID = new_uid
     ds.file_meta.MediaStorageSOPInstanceUID = new_uid
     ds.BurnedInAnnotation = "YES"

@@ -8,7 +8,12 @@ from monai_forget.handlers.memorisation import (
     MemorisationTracker,
     UniqueFeatureMemorisation,
 )
-from monai_forget.handlers.withdrawal import EMAPValue, KSCalibratedRatio, batch_output
+from monai_forget.handlers.withdrawal import (
+    EMAPValue,
+    KSCalibratedRatio,
+    ReferenceModelAudit,
+    batch_output,
+)
 from monai_forget.handlers.writers import MetricsWriter, PredictionWriter
 
 __all__ = [
@@ -20,6 +25,7 @@ __all__ = [
     "MemorisationTracker",
     "MetricsWriter",
     "PredictionWriter",
+    "ReferenceModelAudit",
     "UniqueFeatureMemorisation",
     "batch_output",
 ]

@@ -6,7 +6,9 @@ from typing import Any
 
 from monai_forget.audit.ema import ema_decision, ema_rule
 from monai_forget.audit.ks import KS_RULE, ks_decision
-from monai_forget.audit.result import FORGOTTEN
+from monai_forget.audit.refmodel import SetTest, refmodel_decision
+from monai_forget.audit.result import FORGOTTEN, INCONCLUSIVE
+from monai_forget.defaults import REFMODEL_ALPHA, REFMODEL_MIN_POWER
 
 __all__ = ["ComplianceError", "ComplianceGate"]
 
@@ -18,42 +20,56 @@ class ComplianceError(RuntimeError):
 class ComplianceGate:
     """Fail an evaluation when the audit metrics say a withdrawn provider is remembered.
 
-    Attach it to a ``SupervisedEvaluator`` that runs over the withdrawn provider's data
-    D_Q with :class:`~monai_forget.handlers.KSCalibratedRatio` and/or
-    :class:`~monai_forget.handlers.EMAPValue` among its metrics. At each epoch
-    completion (after the metrics are computed) it reads them from
-    ``engine.state.metrics`` and raises :class:`ComplianceError` when any says "not
-    forgotten", by the auditors' own rules (:func:`~monai_forget.audit.ks_decision`,
-    :func:`~monai_forget.audit.ema_decision`):
+    Attach it to a ``SupervisedEvaluator`` with the audit handlers among its metrics
+    (:class:`~monai_forget.handlers.ReferenceModelAudit` over the audit set, or
+    :class:`~monai_forget.handlers.KSCalibratedRatio` /
+    :class:`~monai_forget.handlers.EMAPValue` over D_Q). At each epoch completion (after
+    the metrics are computed) it reads them from ``engine.state.metrics`` and raises
+    :class:`ComplianceError` unless every checked auditor says "forgotten", by the
+    auditors' own rules:
 
+    - reference models (the default): p_member <= alpha is "not forgotten", and a test
+      without the power to see remembering is "inconclusive": neither passes
+      (:func:`~monai_forget.audit.refmodel_decision`);
     - rho_KS < 1 (Liu & Tsaftaris 2020, Sec. 3: rho_KS >= 1 means forgotten);
     - rho_EMA > alpha (Huang, Li & Li 2021: rho_EMA <= alpha means not memorised).
 
     Args:
         provider: name of the provider that must be forgotten (used in the message).
+        refmodel_metric: name of the reference-model metric (its power is read from
+            ``<name>_power``), or ``None`` to ignore it.
         ks_metric: name of the rho_KS metric, or ``None`` to ignore K-S.
         ema_metric: name of the rho_EMA metric, or ``None`` to ignore EMA.
         alpha: EMA significance level (the paper's 0.1 by default).
+        refmodel_alpha: level of the reference-model test.
+        min_power: power the reference-model test needs to call D_Q forgotten.
 
     Raises:
-        ValueError: both metric names are ``None`` or ``alpha`` is outside (0, 1).
+        ValueError: every metric name is ``None`` or a level is outside (0, 1).
     """
 
     def __init__(
         self,
         provider: str,
-        ks_metric: str | None = "rho_KS",
-        ema_metric: str | None = "rho_EMA",
+        refmodel_metric: str | None = "p_member",
+        ks_metric: str | None = None,
+        ema_metric: str | None = None,
         alpha: float = 0.1,
+        refmodel_alpha: float = REFMODEL_ALPHA,
+        min_power: float = REFMODEL_MIN_POWER,
     ) -> None:
-        if ks_metric is None and ema_metric is None:
-            raise ValueError("ComplianceGate needs ks_metric, ema_metric or both")
-        if not 0.0 < alpha < 1.0:
-            raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+        if refmodel_metric is None and ks_metric is None and ema_metric is None:
+            raise ValueError("ComplianceGate needs refmodel_metric, ks_metric or ema_metric")
+        for name, level in (("alpha", alpha), ("refmodel_alpha", refmodel_alpha)):
+            if not 0.0 < level < 1.0:
+                raise ValueError(f"{name} must be in (0, 1), got {level}")
         self.provider = str(provider)
+        self.refmodel_metric = refmodel_metric
         self.ks_metric = ks_metric
         self.ema_metric = ema_metric
         self.alpha = float(alpha)
+        self.refmodel_alpha = float(refmodel_alpha)
+        self.min_power = float(min_power)
         #: the outcome of the last check: metric name -> (value, forgotten?)
         self.last_check: dict[str, tuple[float, bool]] = {}
 
@@ -63,17 +79,35 @@ class ComplianceGate:
 
         engine.add_event_handler(Events.EPOCH_COMPLETED, self)
 
-    def _rules(self) -> list[tuple[str, Any, str]]:
+    def _rules(self, metrics: dict[str, Any]) -> list[tuple[str, Any, Any]]:
         """(metric name, decision of a value, why a value fails) for the metrics checked."""
-        rules = []
+        rules: list[tuple[str, Any, Any]] = []
+        if self.refmodel_metric is not None:
+            power_name = f"{self.refmodel_metric}_power"
+
+            def refmodel(p: float) -> str:
+                power = float(metrics.get(power_name, 0.0))
+                test = SetTest(p, 0.0, 0.0, 0.0, 0.0, power, 0.0)
+                return refmodel_decision(test, self.refmodel_alpha, self.min_power)
+
+            def why(p: float) -> str:
+                if refmodel(p) == INCONCLUSIVE:
+                    return (
+                        f"> {self.refmodel_alpha:g} but the test's power "
+                        f"{float(metrics.get(power_name, 0.0)):.2f} < {self.min_power:g}: the "
+                        "audit cannot certify forgetting (inconclusive)"
+                    )
+                return f"<= {self.refmodel_alpha:g}: D_Q is more member-like than non-members"
+
+            rules.append((self.refmodel_metric, refmodel, why))
         if self.ks_metric is not None:
-            rules.append((self.ks_metric, ks_decision, f"< 1 ({KS_RULE})"))
+            rules.append((self.ks_metric, ks_decision, lambda _: f"< 1 ({KS_RULE})"))
         if self.ema_metric is not None:
             rules.append(
                 (
                     self.ema_metric,
                     lambda p: ema_decision(p, self.alpha),
-                    f"> alpha = {self.alpha:g} ({ema_rule(self.alpha)})",
+                    lambda _: f"> alpha = {self.alpha:g} ({ema_rule(self.alpha)})",
                 )
             )
         return rules
@@ -82,7 +116,7 @@ class ComplianceGate:
         """Decide from a metrics mapping; raise :class:`ComplianceError` if not forgotten."""
         outcome: dict[str, tuple[float, bool]] = {}
         failures: list[str] = []
-        for name, decide, why in self._rules():
+        for name, decide, why in self._rules(metrics):
             if name not in metrics:
                 raise KeyError(
                     f"ComplianceGate needs metric {name!r} in engine.state.metrics (found "
@@ -93,13 +127,13 @@ class ComplianceGate:
             forgotten = decide(value) == FORGOTTEN
             outcome[name] = (value, forgotten)
             if not forgotten:
-                failures.append(f"{name} = {value:.4g} {why}")
+                failures.append(f"{name} = {value:.4g} {why(value)}")
         self.last_check = outcome
         if failures:
             raise ComplianceError(
-                f"provider {self.provider!r} must be forgotten, but the evaluated model still "
-                f"remembers its data: {'; '.join(failures)}. Retrain without the provider "
-                "(or unlearn it) and audit again."
+                f"provider {self.provider!r} must be forgotten, but the audit does not show "
+                f"it: {'; '.join(failures)}. Retrain without the provider (or unlearn it) and "
+                "audit again; an inconclusive audit needs more reference models or data."
             )
         return outcome
 

@@ -76,7 +76,7 @@ class MemorisationTracker:
         feature: the unique feature z_u to track.
         test: primary one-tailed test (default the paper's).
         tests: tests to run (default: only ``test``, to keep each epoch cheap).
-        random_feature: ``"patch"`` or ``"text"`` controls.
+        random_feature: ``"patch"`` (the paper's), ``"ink"`` or ``"text"`` controls.
         seed: seed of the random controls, identical at every epoch.
         every: compute every this many epochs.
         batch_size: probes per forward pass.

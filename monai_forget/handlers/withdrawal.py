@@ -1,14 +1,16 @@
 """Ignite handlers that report withdrawal audits at the end of a MONAI evaluation.
 
-Attach them to a ``SupervisedEvaluator`` running over the withdrawn provider's data
-D_Q: each epoch end stores rho in ``engine.state.metrics`` next to accuracy. Reference
-outputs (shadow-model confidences, EMA thresholds) are computed beforehand by the
-auditors, so only the target runs during evaluation.
+Attach them to a ``SupervisedEvaluator`` running over the audited data: each epoch end
+stores the auditor's statistic in ``engine.state.metrics`` next to accuracy. Reference
+outputs (shadow-model confidences, EMA thresholds, reference-model statistics) are
+computed beforehand by the auditors, so only the target runs during evaluation. Given
+the audited samples' content hashes and the images (``batch_output(image_key=...)``),
+the handlers also check that exactly the audited samples were evaluated.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -16,7 +18,14 @@ from monai.handlers import IgniteMetricHandler
 from monai.handlers.utils import from_engine
 
 from monai_forget.audit.ema import EMAThresholds, TestName
-from monai_forget.metrics import EMAPValueMetric, KSCalibratedRatioMetric
+from monai_forget.audit.refmodel_reference import RefModelReference
+from monai_forget.metrics import (
+    EMAPValueMetric,
+    KSCalibratedRatioMetric,
+    ReferenceModelAuditMetric,
+)
+
+__all__ = ["EMAPValue", "KSCalibratedRatio", "ReferenceModelAudit", "batch_output"]
 
 
 def _as_batch(values: Any) -> Any:
@@ -28,21 +37,24 @@ def _as_batch(values: Any) -> Any:
     return values
 
 
-def batch_output(pred_key: str = "pred", label_key: str = "label") -> Callable:
-    """An output transform giving ``(pred, label)`` of ``engine.state.output`` as batches.
+def batch_output(
+    pred_key: str = "pred", label_key: str = "label", image_key: str | None = None
+) -> Callable:
+    """An output transform giving ``(pred, label[, image])`` of ``engine.state.output``.
 
-    ``from_engine([pred_key, label_key])`` yields per-sample lists once MONAI has
-    decollated the batch, and ignite then updates the metric one sample at a time;
-    stacking them gives one update per iteration, which keeps the handlers' evaluation
-    overhead small. ``pred_key`` can name a copy of the logits kept before the
-    post-processing softmax (with ``from_logits=True``), so the softmax is taken in
-    float64 as the auditors take it.
+    ``from_engine(...)`` yields per-sample lists once MONAI has decollated the batch, and
+    ignite then updates the metric one sample at a time; stacking them gives one update
+    per iteration, which keeps the handlers' evaluation overhead small. ``pred_key`` can
+    name a copy of the logits kept before the post-processing softmax (with
+    ``from_logits=True``), so the softmax is taken in float64 as the auditors take it.
+    ``image_key`` adds the evaluated images, which the handlers hash to check (or, for
+    the reference-model audit, to identify) the evaluated samples.
     """
-    select = from_engine([pred_key, label_key])
+    keys = [pred_key, label_key] + ([image_key] if image_key else [])
+    select = from_engine(keys)
 
-    def transform(output: Any) -> tuple[Any, Any]:
-        pred, label = select(output)
-        return _as_batch(pred), _as_batch(label)
+    def transform(output: Any) -> tuple[Any, ...]:
+        return tuple(_as_batch(v) for v in select(output))
 
     return transform
 
@@ -50,15 +62,30 @@ def batch_output(pred_key: str = "pred", label_key: str = "label") -> Callable:
 _DEFAULT_OUTPUT = batch_output()
 
 
-class KSCalibratedRatio(IgniteMetricHandler):
+class _AuditHandler(IgniteMetricHandler):
+    """An ``IgniteMetricHandler`` whose output may carry the images as a third item."""
+
+    def update(self, output: Sequence[torch.Tensor]) -> None:
+        if len(output) == 3:
+            y_pred, y, images = output
+            self.metric_fn(y_pred, y, images=images)
+        else:
+            super().update(output)
+
+
+class KSCalibratedRatio(_AuditHandler):
     """rho_KS (Liu & Tsaftaris 2020, Eq. 4) of the evaluated model on D_Q.
 
     Args:
         query_confidence: query shadow model's ground-truth confidences on D_Q.
         calibration_confidence: calibration shadow model's ground-truth confidences on D_Q.
         from_logits: the evaluator's ``pred`` holds logits (apply a softmax first).
-        output_transform: extracts ``(y_pred, y)`` from ``engine.state.output``.
+        output_transform: extracts ``(y_pred, y[, images])`` from ``engine.state.output``.
         save_details: store the per-sample buffers in ``engine.state.metric_details``.
+        query_hashes: content hashes of D_Q: check the evaluated samples are D_Q.
+        on_mismatch: ``"error"`` or ``"warn"`` when they are not.
+        on_extra: evaluated samples outside D_Q are an ``"error"``, or ``"ignore"``d
+            (an evaluation over the reference-model audit set).
     """
 
     def __init__(
@@ -68,14 +95,20 @@ class KSCalibratedRatio(IgniteMetricHandler):
         from_logits: bool = False,
         output_transform: Callable = _DEFAULT_OUTPUT,
         save_details: bool = False,
+        query_hashes: Sequence[str] | None = None,
+        on_mismatch: str = "error",
+        on_extra: str = "error",
     ) -> None:
-        metric = KSCalibratedRatioMetric(query_confidence, calibration_confidence, from_logits)
+        metric = KSCalibratedRatioMetric(
+            query_confidence, calibration_confidence, from_logits, query_hashes, on_mismatch,
+            on_extra,
+        )  # fmt: skip
         super().__init__(
             metric_fn=metric, output_transform=output_transform, save_details=save_details
         )
 
 
-class EMAPValue(IgniteMetricHandler):
+class EMAPValue(_AuditHandler):
     """rho_EMA (Huang, Li & Li 2021, Alg. 2) of the evaluated model on D_Q.
 
     Args:
@@ -83,8 +116,12 @@ class EMAPValue(IgniteMetricHandler):
             (or their ``to_dict()`` form).
         test: ``"welch"`` or ``"student"``.
         from_logits: the evaluator's ``pred`` holds logits (apply a softmax first).
-        output_transform: extracts ``(y_pred, y)`` from ``engine.state.output``.
+        output_transform: extracts ``(y_pred, y[, images])`` from ``engine.state.output``.
         save_details: store the per-sample buffers in ``engine.state.metric_details``.
+        query_hashes: content hashes of D_Q: check the evaluated samples are D_Q.
+        on_mismatch: ``"error"`` or ``"warn"`` when they are not.
+        on_extra: evaluated samples outside D_Q are an ``"error"``, or ``"ignore"``d
+            (an evaluation over the reference-model audit set).
     """
 
     def __init__(
@@ -94,8 +131,44 @@ class EMAPValue(IgniteMetricHandler):
         from_logits: bool = False,
         output_transform: Callable = _DEFAULT_OUTPUT,
         save_details: bool = False,
+        query_hashes: Sequence[str] | None = None,
+        on_mismatch: str = "error",
+        on_extra: str = "error",
     ) -> None:
-        metric = EMAPValueMetric(thresholds, test, from_logits)
+        metric = EMAPValueMetric(thresholds, test, from_logits, query_hashes, on_mismatch, on_extra)
         super().__init__(
             metric_fn=metric, output_transform=output_transform, save_details=save_details
         )
+
+
+class ReferenceModelAudit(_AuditHandler):
+    """The reference-model audit (three-way) of the evaluated model on the audit set.
+
+    The evaluator must run over D_Q, the known members and the known non-members (the
+    audit set) and hand the images to the handler (the default output transform does);
+    each sample is matched to its role by content. ``engine.state.metrics`` gets
+    ``<name>`` (p_member) and ``<name>_power``; ``handler.metric_fn.last_result`` holds
+    the whole result (decision, remembered fraction, warnings).
+
+    Args:
+        reference: from :meth:`monai_forget.audit.ReferenceModelAuditor.fit_reference`
+            (or its ``to_dict()`` form).
+        from_logits: the evaluator's ``pred`` holds logits (apply a softmax first).
+        output_transform: extracts ``(y_pred, y, images)`` from ``engine.state.output``.
+    """
+
+    def __init__(
+        self,
+        reference: RefModelReference | dict[str, Any],
+        from_logits: bool = False,
+        output_transform: Callable = batch_output(image_key="image"),  # noqa: B008
+    ) -> None:
+        super().__init__(
+            metric_fn=ReferenceModelAuditMetric(reference, from_logits),
+            output_transform=output_transform,
+        )
+
+    def completed(self, engine: Any, name: str) -> None:
+        super().completed(engine, name)
+        result = self.metric_fn.last_result
+        engine.state.metrics[f"{name}_power"] = float(result.details["power"])

@@ -70,28 +70,38 @@ class MetricsWriter:
         self.written = record
 
 
-def _sample_id(item: Mapping[str, Any], index: int) -> str:
-    """A readable id of one decollated batch item: its file, patient, frame and slice."""
+#: Per-sample fields written beside the image, when the data has them.
+ID_FIELDS = ("id", "patient", "frame", "slice")
+
+
+def _scalar(value: Any) -> Any:
+    """A plain value of a decollated field (a one-element tensor or array unwrapped)."""
+    if isinstance(value, torch.Tensor | np.ndarray):
+        return np.asarray(value).ravel()[0].item() if np.asarray(value).size == 1 else None
+    return value
+
+
+def _sample_fields(item: Mapping[str, Any]) -> dict[str, Any]:
+    """The source of one decollated batch item: its image file and id fields."""
     image = item.get("image")
     meta = getattr(image, "meta", None) or {}
-    name = meta.get("filename_or_obj")
-    parts = [os.path.basename(str(name))] if name else []
-    for key in ("id", "patient", "frame", "slice"):
-        value = item.get(key)
-        if value is not None and not isinstance(value, torch.Tensor | np.ndarray):
-            parts.append(f"{key}={value}")
-        elif isinstance(value, torch.Tensor | np.ndarray) and np.asarray(value).size == 1:
-            parts.append(f"{key}={np.asarray(value).ravel()[0]}")
-    return " ".join(parts) if parts else str(index)
+    source = item.get("image_path") or meta.get("filename_or_obj")
+    fields = {"image": "" if source is None else str(source)}
+    for key in ID_FIELDS:
+        value = _scalar(item.get(key))
+        if value is not None:
+            fields[key] = value
+    return fields
 
 
 class PredictionWriter:
     """Collect per-sample class probabilities during an evaluation and write a CSV.
 
-    Columns: ``image`` (the entry id, with slice/frame when the image is a slice of a
-    volume), ``label`` (when present), ``pred`` (arg-max class) and one probability column
-    per class. Written atomically at epoch completion; an existing file is refused at
-    construction unless ``overwrite``.
+    Columns: ``image`` (the image file: the ``image_path`` field the bundles' loading
+    keeps, or the image's metadata), the id fields the data has (``id``, ``patient``,
+    ``frame``, ``slice``), ``label`` (empty when unknown), ``pred`` (arg-max class) and one
+    probability column per class. Written atomically at epoch completion; an existing file
+    is refused at construction unless ``overwrite``.
 
     Args:
         path: the CSV file.
@@ -108,7 +118,7 @@ class PredictionWriter:
         self.path = check_writable(path, overwrite)
         self.class_names = list(class_names)
         self.overwrite = overwrite
-        self.rows: list[list[Any]] = []
+        self.rows: list[dict[str, Any]] = []
 
     def attach(self, engine: Any) -> None:
         from ignite.engine import Events
@@ -126,17 +136,20 @@ class PredictionWriter:
             raise TypeError("PredictionWriter needs a decollated output (decollate=True)")
         for item, source in zip(output, batch, strict=True):
             probs = torch.as_tensor(item["pred"]).detach().cpu().double().ravel()
-            name = _sample_id(source, len(self.rows))
             label = item.get("label")
-            label = "" if label is None else int(torch.as_tensor(label).ravel()[0])
-            self.rows.append(
-                [name, label, int(probs.argmax())] + [f"{p:.6g}" for p in probs.tolist()]
-            )
+            row = _sample_fields(source)
+            row["label"] = "" if label is None else int(torch.as_tensor(label).ravel()[0])
+            row["pred"] = int(probs.argmax())
+            for name, p in zip(self.class_names, probs.tolist(), strict=True):
+                row[f"p_{name}"] = f"{p:.6g}"
+            self.rows.append(row)
 
     def _write(self, engine: Any) -> None:
+        present = [k for k in ID_FIELDS if any(k in row for row in self.rows)]
+        columns = ["image", *present, "label", "pred", *[f"p_{c}" for c in self.class_names]]
         buffer = io.StringIO()
-        writer = csv.writer(buffer)
-        writer.writerow(["image", "label", "pred", *[f"p_{c}" for c in self.class_names]])
+        writer = csv.DictWriter(buffer, fieldnames=columns, restval="")
+        writer.writeheader()
         writer.writerows(self.rows)
         with atomic_write(self.path, "w", overwrite=self.overwrite) as handle:
             handle.write(buffer.getvalue())

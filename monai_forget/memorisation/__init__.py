@@ -10,11 +10,19 @@ features in neural networks", 2022).
   :class:`monai_forget.handlers.UniqueFeatureMemorisation` and
   :class:`monai_forget.handlers.MemorisationTracker`, M at each epoch, Fig. 3c).
 - :func:`self_influence`, :class:`CheckpointRecorder`: TracInCP self-influence (App. A.5).
-- :func:`leak_scan`, :func:`read_roster`, :func:`write_scan_report`: which names of a
-  roster has a model memorised.
+- :func:`decoy_test`, :func:`draw_decoys`: the calibrated test of M, the feature ranked
+  among decoys of its kind (exposure, Carlini et al. 2019).
+- :func:`leak_scan`, :func:`read_roster`, :func:`write_scan_report`: is there evidence
+  that a model memorised any name of a roster (calibrated on decoys)?
 - :class:`EarlyStoppingTraining`: the paper's training with early stopping (App. A.2).
 """
 
+from monai_forget.memorisation.decoys import (
+    DecoyTest,
+    decoy_template,
+    decoy_test,
+    draw_decoys,
+)
 from monai_forget.memorisation.feature import (
     RandomFeature,
     UniqueFeature,
@@ -24,13 +32,15 @@ from monai_forget.memorisation.feature import (
 )
 from monai_forget.memorisation.leak_scan import (
     CORRECTIONS,
+    DecoyNull,
     LeakScanResult,
     NameResult,
+    default_decoys,
     leak_scan,
-    read_roster,
 )
 from monai_forget.memorisation.probe import FeatureProbe
 from monai_forget.memorisation.report import write_scan_report
+from monai_forget.memorisation.roster import Roster, read_roster
 from monai_forget.memorisation.score import (
     MemorisationScore,
     compute_m_score,
@@ -45,7 +55,12 @@ from monai_forget.memorisation.significance import (
     one_tailed_test,
     paired_ttest,
 )
-from monai_forget.memorisation.tracin import Checkpoint, CheckpointRecorder, self_influence
+from monai_forget.memorisation.tracin import (
+    Checkpoint,
+    CheckpointRecorder,
+    select_checkpoints,
+    self_influence,
+)
 from monai_forget.memorisation.training import EarlyStoppingTraining, TrainingLog
 from monai_forget.memorisation.white_box import (
     WhiteBoxScore,
@@ -59,6 +74,8 @@ __all__ = [
     "TESTS",
     "Checkpoint",
     "CheckpointRecorder",
+    "DecoyNull",
+    "DecoyTest",
     "EarlyStoppingTraining",
     "FeatureProbe",
     "LeakScanResult",
@@ -66,11 +83,16 @@ __all__ = [
     "NameResult",
     "OneTailedResult",
     "RandomFeature",
+    "Roster",
     "TrainingLog",
     "UniqueFeature",
     "WhiteBoxScore",
     "compute_m_score",
     "compute_white_box_score",
+    "decoy_template",
+    "decoy_test",
+    "default_decoys",
+    "draw_decoys",
     "inject_feature",
     "leak_scan",
     "m_score_from_divergences",
@@ -79,6 +101,7 @@ __all__ = [
     "paired_ttest",
     "probe_outputs",
     "read_roster",
+    "select_checkpoints",
     "self_influence",
     "stamp_each",
     "warn_if_in_distribution",

@@ -35,10 +35,12 @@ __all__ = [
 
 ArrayT = TypeVar("ArrayT", np.ndarray, torch.Tensor)
 
-#: How the random control z_r is drawn: a random binary patch (the paper's control) or
-#: random letters of the same length in the same typeface (text features only).
-RandomFeature = Literal["patch", "text"]
-_RANDOM_KINDS = ("patch", "text")
+#: How the random control z_r is drawn: ``"patch"``, the paper's control: the feature's
+#: whole block overwritten with random binary pixels (each on with probability 0.5);
+#: ``"ink"``: a random mask with exactly z_u's ink count painted like z_u (ours);
+#: ``"text"``: random capital letters of the same length in the same typeface (ours).
+RandomFeature = Literal["patch", "ink", "text"]
+_RANDOM_KINDS = ("patch", "ink", "text")
 
 
 @dataclass(frozen=True)
@@ -173,16 +175,19 @@ class UniqueFeature:
         Args:
             n: number of masks (one per probe: "each probe with a fresh random feature").
             rng: generator or seed.
-            kind: ``"patch"``: random binary patches with exactly as many ink pixels as
-                z_u, so a probe differs from its clean version by the same number of
-                pixels in both arms (the paper asks for the same size; equal ink is our
-                stricter reading). ``"text"``: random capital letters of the same length,
-                rendered in the same typeface and scale (needs a text feature).
+            kind: ``"patch"`` (the paper's control, Sec. 2.1: z_r ~ U of z_u's size):
+                every pixel of the block on with probability 0.5; :meth:`apply_random`
+                overwrites the whole block with it. ``"ink"``: exactly as many ink
+                pixels as z_u, painted like z_u, so both arms change the same number of
+                pixels (ours). ``"text"``: random capital letters of the same length,
+                rendered in the same typeface and scale (needs a text feature; ours).
         """
         if kind not in _RANDOM_KINDS:
             raise ValueError(f"random feature kind must be one of {_RANDOM_KINDS}, got {kind!r}")
         rng = np.random.default_rng(rng)
         h, w = self.shape
+        if kind == "patch":
+            return rng.random((n, h, w)) < 0.5
         if kind == "text":
             if self.text is None:
                 raise ValueError(
@@ -198,15 +203,24 @@ class UniqueFeature:
         return (ranks < self.ink).reshape(n, h, w)
 
     def apply_random(
-        self, images: ArrayT, masks: np.ndarray, out: np.ndarray | None = None
+        self,
+        images: ArrayT,
+        masks: np.ndarray,
+        out: np.ndarray | None = None,
+        kind: RandomFeature = "patch",
     ) -> ArrayT:
         """A copy of ``images`` with probe ``i`` carrying the random feature ``masks[i]``.
 
-        ``out``: as in :meth:`apply`.
+        ``kind="patch"`` overwrites the whole block (mask pixels get the feature's value,
+        the others 0, as the paper's code does); the other kinds paint the mask's
+        pixels only. ``out``: as in :meth:`apply`.
         """
         _check_batch(images)
         self.check_fits(images.shape)
-        return stamp_each(images, masks, self.position, self._values(images), out=out)
+        background = 0.0 if kind == "patch" else None
+        return stamp_each(
+            images, masks, self.position, self._values(images), out=out, background=background
+        )
 
 
 def _check_batch(images: np.ndarray | torch.Tensor) -> None:
@@ -223,13 +237,16 @@ def stamp_each(
     position: Sequence[int],
     value: float | np.ndarray | torch.Tensor,
     out: np.ndarray | None = None,
+    background: float | None = None,
 ) -> ArrayT:
     """A copy of ``(N, C, H, W)`` ``images`` with mask ``masks[i]`` stamped on image ``i``.
 
     The per-probe counterpart of :func:`monai_forget.canary.stamp` (one mask for all),
     vectorised with ``where`` over the feature's region. ``value`` is a scalar or one
-    value per image, shape ``(N, 1)``. With a numpy ``out`` of the same shape the result
-    is written there (and returned) instead of into a new array.
+    value per image, shape ``(N, 1)``. With ``background`` the whole block is
+    overwritten (pixels outside the mask get ``background``). With a numpy ``out`` of
+    the same shape the result is written there (and returned) instead of into a new
+    array.
 
     Raises:
         ValueError: ``masks`` is not ``(N, h, w)`` or does not fit at ``position``.
@@ -247,7 +264,8 @@ def stamp_each(
         sel = torch.as_tensor(masks, device=images.device)[:, None]
         fill = torch.as_tensor(value, dtype=images.dtype, device=images.device)
         fill = fill.reshape(n, 1, 1, 1) if fill.ndim else fill
-        region.copy_(torch.where(sel, fill, region))
+        rest = region if background is None else torch.full_like(region, background)
+        region.copy_(torch.where(sel, fill, rest))
         return out
     if out is None:
         out = np.array(images, copy=True)
@@ -256,7 +274,8 @@ def stamp_each(
     region = out[..., row : row + h, col : col + w]
     fill = np.asarray(value, dtype=out.dtype)
     fill = fill.reshape(n, 1, 1, 1) if fill.ndim else fill
-    region[...] = np.where(masks[:, None], fill, region)
+    rest = region if background is None else np.asarray(background, dtype=out.dtype)
+    region[...] = np.where(masks[:, None], fill, rest)
     return out
 
 

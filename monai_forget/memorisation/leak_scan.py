@@ -1,44 +1,62 @@
-"""Leak scan: which of a roster of patient names has a model memorised?
+"""Leak scan: is there evidence that a model memorised any name of a roster?
 
 A de-identification audit knows where burned-in text would sit on the images (position),
 how it would look (the typeface and scale of the scanner's annotation) and whose names
 could have leaked (a CSV roster), but not whether any did. For every candidate name the
-scan computes the black-box score M (Hartley & Tsaftaris 2022, Eq. 1) with its
-one-tailed test on the same out-of-distribution probes, corrects the p-values for the
-number of names (Benjamini-Hochberg by default, Bonferroni as an option) and ranks the
-names. The outputs on the clean probes are computed once and shared by every name, so a
-scan of m names costs 1 + 2m batched passes over the probes.
+scan computes the black-box score M (Hartley & Tsaftaris 2022, Eq. 1) on the same
+out-of-distribution probes and ranks it among **decoys**: random texts of the same kind
+(length, letter case, typeface, scale, place) drawn fresh for the scan, which the model
+never saw (:mod:`~monai_forget.memorisation.decoys`; the exposure of Carlini et al.
+2019). The calibrated p-values are corrected over the roster (Benjamini-Hochberg by
+default, Bonferroni as an option) and the names ranked. The paper's t-test is reported
+beside them, uncalibrated.
+
+Cost: one pass on the clean probes, one random-control pass per kind of name (names of
+one length and case share their random controls and decoys), and one pass per name and
+per decoy, several texts per forward batch (:func:`~.passes.text_divergences`).
 """
 
 from __future__ import annotations
 
-import csv
-import os
+import math
+import warnings
 import zlib
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import torch
 
-from monai_forget.canary import text_shape, unsupported_characters
 from monai_forget.canary.font import TYPEFACE
 from monai_forget.defaults import LEAK_SCAN_CORRECTIONS
+from monai_forget.memorisation.decoys import decoy_template, decoy_test, draw_decoys, fresh_seed
 from monai_forget.memorisation.feature import (
     RandomFeature,
     UniqueFeature,
     as_probe_images,
     warn_if_in_distribution,
 )
-from monai_forget.memorisation.score import _predict, compute_m_score, probe_outputs
-from monai_forget.memorisation.significance import PAPER_TEST, TESTS
+from monai_forget.memorisation.passes import (
+    FeatureCarrying,
+    predict_probs,
+    text_divergences,
+)
+from monai_forget.memorisation.roster import Roster, check_names, read_roster
+from monai_forget.memorisation.significance import PAPER_TEST, TESTS, one_tailed_test
 from monai_forget.results import Result, package_versions
-from monai_forget.stats import benjamini_hochberg, bonferroni
+from monai_forget.stats import benjamini_hochberg, bonferroni, kl_divergence
 
-__all__ = ["CORRECTIONS", "LeakScanResult", "NameResult", "leak_scan", "read_roster"]
+__all__ = [
+    "CORRECTIONS",
+    "DecoyNull",
+    "LeakScanResult",
+    "NameResult",
+    "Roster",
+    "default_decoys",
+    "leak_scan",
+    "read_roster",
+]
 
 #: Multiple-testing corrections: Benjamini-Hochberg (false discovery rate, default),
 #: Bonferroni (family-wise error), or none.
@@ -48,31 +66,50 @@ Correction = Literal["bh", "bonferroni", "none"]
 
 @dataclass(frozen=True)
 class NameResult:
-    """One candidate name's score, test and standing in the scan."""
+    """One candidate name's score, calibrated test and standing in the scan.
+
+    ``pvalue`` is the calibrated (decoy) p-value, ``pvalue_adjusted`` its correction over
+    the roster and ``significant`` whether that is below alpha; ``test_statistic`` and
+    ``test_pvalue`` are the uncalibrated t-test's (the paper's by default).
+    """
 
     rank: int
     name: str
     m: float
-    statistic: float
     pvalue: float
     pvalue_adjusted: float
     significant: bool
+    exposure: float
+    decoys_at_or_above: int
+    n_decoys: int
+    test_statistic: float
+    test_pvalue: float
     mean_d_unique: float
     mean_d_random: float
 
 
 @dataclass(frozen=True)
+class DecoyNull:
+    """The decoys of one kind of name (``template``, see ``decoy_template``) and their M."""
+
+    template: str
+    texts: tuple[str, ...]
+    m: np.ndarray = field(repr=False)
+
+
+@dataclass(frozen=True)
 class LeakScanResult(Result):
-    """The ranked scan. Rows are sorted by p-value (ties: larger M first).
+    """The ranked scan. Rows are sorted by calibrated p-value (ties: larger M first).
 
     Attributes:
         rows: one :class:`NameResult` per name, best-ranked first.
-        test: the one-tailed test used.
-        correction: ``"bh"``, ``"bonferroni"`` or ``"none"``.
-        alpha: level at which an adjusted p-value counts as significant.
+        test: the uncalibrated t-test reported beside the calibrated p (the paper's).
+        correction: ``"bh"``, ``"bonferroni"`` or ``"none"`` (on the calibrated p).
+        alpha: level below which an adjusted p-value is evidence of memorisation.
         n_probes: number of probes.
-        settings: feature placement and controls (position, scale, value, typeface...).
-        provenance: model and probe fingerprints, package versions, seed.
+        nulls: the decoys of each kind of name and their M.
+        settings: feature placement, controls, decoys and their seed.
+        provenance: model and probe fingerprints, package versions, seeds.
     """
 
     rows: tuple[NameResult, ...]
@@ -80,6 +117,7 @@ class LeakScanResult(Result):
     correction: str
     alpha: float
     n_probes: int
+    nulls: tuple[DecoyNull, ...] = ()
     settings: dict[str, Any] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
 
@@ -89,7 +127,7 @@ class LeakScanResult(Result):
         return self.rows[0]
 
     def significant_names(self) -> list[str]:
-        """Names whose adjusted p-value is below ``alpha``, in rank order."""
+        """Names whose adjusted calibrated p-value is below ``alpha``, in rank order."""
         return [r.name for r in self.rows if r.significant]
 
     def rank_of(self, name: str) -> int:
@@ -103,29 +141,35 @@ class LeakScanResult(Result):
         """A plain-text table of the ``top`` best-ranked names."""
         sig = self.significant_names()
         head = (
-            f"leak scan of {len(self.rows)} names on {self.n_probes} probes; {self.test} "
-            f"test, {self.correction} correction, alpha {self.alpha}: "
+            f"leak scan of {len(self.rows)} names on {self.n_probes} probes against "
+            f"{self.settings.get('decoys_per_kind')} decoys per kind of name, "
+            f"{self.correction} correction, alpha {self.alpha}: "
             + (
-                f"{len(sig)} significant ({', '.join(sig[:5])}"
+                f"evidence of memorisation for {len(sig)} ({', '.join(sig[:5])}"
                 + (", ..." if len(sig) > 5 else "")
                 + ")"
                 if sig
-                else "no name significant"
+                else "no evidence of memorisation for any name"
             )
         )
-        lines = [head, f"{'rank':>4}  {'name':20s} {'M':>11} {'p':>10} {'p adj':>10}"]
+        lines = [
+            head,
+            f"{'rank':>4}  {'name':20s} {'M':>11} {'exposure':>8} {'p':>10} {'p adj':>10} "
+            f"{self.test + ' p':>12}",
+        ]
         for r in self.rows[:top]:
             mark = " *" if r.significant else ""
             lines.append(
-                f"{r.rank:4d}  {r.name:20s} {r.m:11.4g} {r.pvalue:10.3g} "
-                f"{r.pvalue_adjusted:10.3g}{mark}"
+                f"{r.rank:4d}  {r.name:20s} {r.m:11.4g} {r.exposure:8.2f} {r.pvalue:10.3g} "
+                f"{r.pvalue_adjusted:10.3g} {r.test_pvalue:12.3g}{mark}"
             )
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly record."""
+        """JSON-friendly record (the decoys with their M under ``decoys``)."""
         return {
-            "method": "unique-feature memorisation leak scan (Hartley & Tsaftaris 2022, Eq. 1)",
+            "method": "unique-feature memorisation leak scan (Hartley & Tsaftaris 2022, Eq. 1) "
+            "calibrated on decoys (exposure, Carlini et al. 2019)",
             "test": self.test,
             "correction": self.correction,
             "alpha": self.alpha,
@@ -134,81 +178,32 @@ class LeakScanResult(Result):
             "provenance": self.provenance,
             "significant": self.significant_names(),
             "rows": [asdict(r) for r in self.rows],
+            "decoys": [
+                {"template": d.template, "texts": list(d.texts), "m": d.m.tolist()}
+                for d in self.nulls
+            ],
         }
 
 
-def read_roster(path: str | os.PathLike, column: str | None = None) -> list[str]:
-    """Candidate names from a CSV roster.
+def default_decoys(n_names: int, alpha: float, correction: str) -> int:
+    """Decoys per kind of name so that one leaked name can be flagged: at least 999.
 
-    The file has a header row. ``column`` names the column to read (matched
-    case-insensitively); by default the ``name`` column, or the only column of a
-    one-column file. Blank cells are skipped; surrounding whitespace is removed.
-
-    Raises:
-        FileNotFoundError: the file does not exist.
-        ValueError: no such column, or no names.
+    The smallest calibrated p is 1 / (n + 1); after BH or Bonferroni over m names a
+    single leaked name is flagged only if m / (n + 1) < alpha, so n >= m / alpha.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"roster {path} does not exist")
-    with path.open(newline="", encoding="utf-8-sig") as f:
-        reader = csv.DictReader(f)
-        fields = [c for c in (reader.fieldnames or []) if c is not None]
-        lookup = {c.strip().lower(): c for c in fields}
-        if column is not None:
-            key = lookup.get(column.strip().lower())
-        elif "name" in lookup:
-            key = lookup["name"]
-        elif len(fields) == 1:
-            key = fields[0]
-        else:
-            key = None
-        if key is None:
-            raise ValueError(
-                f"roster {path} has columns {fields}; pass the column holding the names "
-                "(CLI: --column), or add a 'name' header"
-            )
-        names = [(row.get(key) or "").strip() for row in reader]
-    names = [n for n in names if n]
-    if not names:
-        raise ValueError(f"roster {path} has no names in column {key!r}")
-    return names
+    tests = n_names if correction in ("bh", "bonferroni") else 1
+    return max(999, math.floor(tests / alpha))
 
 
-def _check_names(names: Sequence[str], position: Sequence[int], scale: int, image_hw) -> list[str]:
-    names = [str(n).strip() for n in names]
-    if not names or not all(names):
-        raise ValueError("the roster must hold at least one non-empty name")
-    dup = sorted(n for n, c in Counter(names).items() if c > 1)
-    if dup:
-        raise ValueError(f"the roster lists {dup[:5]} more than once; remove the duplicates")
-    bad = [n for n in names if unsupported_characters(n)]
-    if bad:
-        chars = sorted({c for n in bad for c in unsupported_characters(n)})
-        raise ValueError(
-            f"{len(bad)} name(s) use characters outside the {TYPEFACE} typeface "
-            f"(e.g. {bad[:3]}; characters {chars}); transliterate them or drop them"
-        )
-    row, col = (int(p) for p in position)
-    rows, cols = image_hw
-    too_long = []
-    for n in names:
-        h, w = text_shape(len(n), scale)
-        if row < 0 or col < 0 or row + h > rows or col + w > cols:
-            too_long.append(n)
-    if too_long:
-        fit = max(1, (cols - col + 1) // (6 * scale))
-        raise ValueError(
-            f"{len(too_long)} name(s) do not fit {rows}x{cols} probes at (row {row}, col "
-            f"{col}) with scale {scale} (e.g. {too_long[:3]}); at most {fit} characters "
-            "fit: use a smaller scale, another position, or larger probes"
-        )
-    return names
+def _rng(seed: int, template: str) -> np.random.Generator:
+    """A stream per (seed, kind of name): one kind's draws do not depend on the others."""
+    return np.random.default_rng([int(seed), zlib.crc32(template.encode("utf-8"))])
 
 
-def _name_seed(seed: int, name: str) -> np.random.Generator:
-    """Random controls keyed by the name, so a name's result does not depend on roster order."""
-    return np.random.default_rng([int(seed), zlib.crc32(name.encode("utf-8"))])
+def _random_divergences(model, images, clean, feature, kind, seed, kwargs) -> np.ndarray:
+    masks = feature.random_masks(len(images), _rng(seed, decoy_template(feature.text)), kind)
+    carrying = FeatureCarrying(model, feature, masks, kind)
+    return kl_divergence(clean, predict_probs(carrying, images, "random-feature", **kwargs))
 
 
 def leak_scan(
@@ -219,18 +214,20 @@ def leak_scan(
     position: Sequence[int] = (1, 1),
     scale: int = 1,
     value: float | str = 1.0,
+    decoys: int | None = None,
+    decoy_seed: int | None = None,
     test: str = PAPER_TEST,
     correction: Correction = "bh",
     alpha: float = 0.05,
     random_feature: RandomFeature = "patch",
     seed: int = 0,
-    batch_size: int = 256,
+    batch_size: int = 1024,
     device: str | torch.device = "cpu",
     outputs: Literal["logits", "probs"] = "logits",
     training_data: object | None = None,
     progress: bool = False,
 ) -> LeakScanResult:
-    """Score every candidate name, correct for multiple testing and rank.
+    """Score every candidate name against decoys, correct for multiple testing and rank.
 
     Args:
         model: the audited classifier (black box: only outputs are used).
@@ -239,24 +236,27 @@ def leak_scan(
         position: ``(row, col)`` where burned-in text would start.
         scale: glyph scale of the text.
         value: pixel value of the text, or ``"max"`` (each probe's white).
-        test: one-tailed test (:data:`~monai_forget.memorisation.TESTS`; default the
-            paper's Student t-test).
+        decoys: decoys per kind of name (length and letter case); default
+            :func:`default_decoys` (at least 999, enough for one name to reach alpha).
+        decoy_seed: seed of the decoys; default a fresh one, recorded in the result.
+        test: the uncalibrated one-tailed test reported beside (default the paper's).
         correction: ``"bh"`` (Benjamini-Hochberg, default), ``"bonferroni"`` or ``"none"``.
-        alpha: significance level for the adjusted p-values.
-        random_feature: ``"patch"`` (paper) or ``"text"`` random controls.
-        seed: seed of the random controls (each name's stream is keyed by the name).
-        batch_size, device, outputs: see :func:`monai_forget.inference.predict`.
+        alpha: level for the adjusted calibrated p-values.
+        random_feature: ``"patch"`` (the paper's), ``"ink"`` or ``"text"`` controls
+            (shared by the names of one kind and their decoys).
+        seed: seed of the random controls.
+        batch_size: images per forward pass.
+        device, outputs: see :func:`monai_forget.inference.predict`.
         training_data: in-distribution samples; warns about probes identical to them.
-        progress: show a progress bar over the names.
+        progress: show a progress bar over the names and decoys.
 
     Raises:
-        ValueError: bad names (duplicates, characters outside the typeface, too long for
-            the probes), a bad test/correction/alpha, or bad probes.
+        ValueError: bad names (empty, duplicates, characters outside the typeface, too
+            long for the probes; named by their entry, not their content), a bad
+            test/correction/alpha/decoys, or bad probes.
     """
-    from tqdm.auto import tqdm
-
-    from monai_forget.data import LabelledImages
     from monai_forget.fingerprint import data_fingerprint, model_fingerprint
+    from monai_forget.memorisation.passes import probe_set
 
     if test not in TESTS:
         raise ValueError(f"unknown test {test!r}; choose from {TESTS}")
@@ -265,59 +265,98 @@ def leak_scan(
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     images = as_probe_images(probes)
-    names = _check_names(names, position, scale, images.shape[-2:])
+    names = check_names(names, position, scale, images.shape[-2:])
+    n_decoys = default_decoys(len(names), alpha, correction) if decoys is None else int(decoys)
+    if n_decoys < 1:
+        raise ValueError(f"decoys must be at least 1, got {decoys}")
+    decoy_seed = fresh_seed() if decoy_seed is None else int(decoy_seed)
     if training_data is not None:
         warn_if_in_distribution(images, training_data)
     kwargs = dict(batch_size=batch_size, device=device, outputs=outputs)
-    clean = _predict(model, images, "clean", **kwargs)
-    scores = []
-    for name in tqdm(names, desc="leak scan", unit="name", disable=not progress):
-        feature = UniqueFeature.from_text(name, position, scale, value)
-        pc, pu, pr = probe_outputs(
-            model,
-            images,
-            feature,
-            random_feature=random_feature,
-            seed=_name_seed(seed, name),
-            clean_probs=clean,
-            **kwargs,
+    clean = predict_probs(model, images, "clean", **kwargs)
+    kinds: dict[str, list[int]] = {}
+    for i, name in enumerate(names):
+        kinds.setdefault(decoy_template(name), []).append(i)
+    d_random, decoy_texts = {}, {}
+    for template, members in kinds.items():
+        feature = UniqueFeature.from_text(names[members[0]], position, scale, value)
+        d_random[template] = _random_divergences(
+            model, images, clean, feature, random_feature, seed, kwargs
         )
-        scores.append(compute_m_score(pc, pu, pr, test=test, tests=(test,)))
-    pvalues = np.array([s.pvalue for s in scores])
-    if correction == "bh":
-        adjusted = benjamini_hochberg(pvalues)
-    elif correction == "bonferroni":
-        adjusted = bonferroni(pvalues)
-    else:
-        adjusted = pvalues.copy()
-    m = np.array([s.m for s in scores])
-    order = np.lexsort((-m, pvalues))  # by p, then larger M first
+        decoy_texts[template] = draw_decoys(
+            template, n_decoys, _rng(decoy_seed, template), exclude=names
+        )
+    texts = list(names) + [t for v in decoy_texts.values() for t in v]
+    d = text_divergences(
+        model, images, clean, texts, position=position, scale=scale, value=value,
+        progress=progress, **kwargs,
+    )  # fmt: skip
+    mean_d = d.mean(axis=1)
+    nulls, offset = [], len(names)
+    for template, dt in decoy_texts.items():
+        m = mean_d[offset : offset + len(dt)] - d_random[template].mean()
+        m.flags.writeable = False
+        nulls.append(DecoyNull(template, tuple(dt), m))
+        offset += len(dt)
+    null_of = {n.template: n for n in nulls}
+    per_name = []
+    for i, name in enumerate(names):
+        template = decoy_template(name)
+        dr = d_random[template]
+        calibrated = decoy_test(mean_d[i] - dr.mean(), null_of[template].m)
+        per_name.append((calibrated, one_tailed_test(d[i], dr, test), dr.mean()))
+    pvalues = np.array([c.pvalue for c, _, _ in per_name])
+    adjusted = {"bh": benjamini_hochberg, "bonferroni": bonferroni}.get(correction, np.copy)(
+        pvalues
+    )
+    m_all = np.array([c.statistic for c, _, _ in per_name])
+    order = np.lexsort((-m_all, pvalues))  # by p, then larger M first
     rows = tuple(
         NameResult(
             rank=rank,
             name=names[i],
-            m=float(m[i]),
-            statistic=float(scores[i].statistic),
+            m=float(m_all[i]),
             pvalue=float(pvalues[i]),
             pvalue_adjusted=float(adjusted[i]),
             significant=bool(adjusted[i] < alpha),
-            mean_d_unique=float(scores[i].mean_d_unique),
-            mean_d_random=float(scores[i].mean_d_random),
+            exposure=float(per_name[i][0].exposure),
+            decoys_at_or_above=per_name[i][0].rank - 1,
+            n_decoys=per_name[i][0].n_decoys,
+            test_statistic=float(per_name[i][1].statistic),
+            test_pvalue=float(per_name[i][1].pvalue),
+            mean_d_unique=float(mean_d[i]),
+            mean_d_random=float(per_name[i][2]),
         )
         for rank, i in enumerate(order, start=1)
     )
-    probe_set = LabelledImages(images, np.zeros(len(images), dtype=np.int64), num_classes=1)
+    factor = len(names) if correction in ("bh", "bonferroni") else 1
+    best = min(1.0, factor / (min(len(n.texts) for n in nulls) + 1))
+    if best >= alpha:
+        warnings.warn(
+            f"with {min(len(n.texts) for n in nulls)} decoys per kind of name and "
+            f"{len(names)} names, no name can reach {correction}-adjusted p < {alpha} "
+            f"(smallest possible {best:.3g}); pass decoys >= "
+            f"{default_decoys(len(names), alpha, correction)}",
+            UserWarning,
+            stacklevel=2,
+        )
     settings = {
         "position": [int(p) for p in position],
         "scale": int(scale),
         "value": value,
         "typeface": TYPEFACE,
         "random_feature": random_feature,
+        "decoys_per_kind": n_decoys,
+        "decoy_seed": decoy_seed,
+        "smallest_adjusted_pvalue": best,
     }
     provenance = {
         "model_fingerprint": model_fingerprint(model),
-        "probes_fingerprint": data_fingerprint(probe_set),
+        "probes_fingerprint": data_fingerprint(probe_set(images)),
         "seed": int(seed),
+        "decoy_seed": decoy_seed,
         "versions": package_versions(),
     }
-    return LeakScanResult(rows, test, correction, float(alpha), len(images), settings, provenance)
+    return LeakScanResult(
+        rows, test, correction, float(alpha), len(images), tuple(nulls), settings, provenance
+    )

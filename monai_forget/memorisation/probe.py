@@ -28,7 +28,7 @@ class FeatureProbe(nn.Module):
     Args:
         model: the audited classifier, ``(B, C, H, W) -> (B, K)``.
         feature: the unique feature z_u.
-        random_feature: ``"patch"`` (the paper's) or ``"text"``.
+        random_feature: ``"patch"`` (the paper's block overwrite), ``"ink"`` or ``"text"``.
         seed: seed of the random features; :meth:`reset` restarts the stream, so two
             passes over the same loader see the same controls.
     """
@@ -53,6 +53,7 @@ class FeatureProbe(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         masks = self.feature.random_masks(len(x), self._rng, self.random_feature)
-        batch = torch.cat([x, self.feature.apply(x), self.feature.apply_random(x, masks)])
+        random = self.feature.apply_random(x, masks, kind=self.random_feature)
+        batch = torch.cat([x, self.feature.apply(x), random])
         out = self.model(batch)
         return out.reshape(3, len(x), *out.shape[1:]).transpose(0, 1)

@@ -24,17 +24,24 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
 import torch
 
+from monai_forget.memorisation.decoys import DecoyTest, decoy_test, draw_decoys, fresh_seed
 from monai_forget.memorisation.feature import (
     RandomFeature,
     UniqueFeature,
     as_probe_images,
     warn_if_in_distribution,
+)
+from monai_forget.memorisation.passes import (
+    FeatureCarrying,
+    predict_probs,
+    probe_set,
+    text_divergences,
 )
 from monai_forget.memorisation.significance import (
     PAPER_TEST,
@@ -47,7 +54,6 @@ from monai_forget.scores import check_probabilities
 from monai_forget.stats import kl_divergence
 
 __all__ = [
-    "FeatureCarrying",
     "MemorisationScore",
     "compute_m_score",
     "m_score_from_divergences",
@@ -69,6 +75,8 @@ class MemorisationScore(Result):
         test: the primary test, whose p-value is :attr:`pvalue` (default: the paper's).
         d_unique: per-probe d_u^i (float64).
         d_random: per-probe d_r^i (float64).
+        calibrated: M ranked among decoys (:class:`DecoyTest`) when decoys were scored.
+        decoy_seed: the seed the decoys were drawn with (to reproduce them).
     """
 
     m: float
@@ -79,6 +87,8 @@ class MemorisationScore(Result):
     test: str = PAPER_TEST
     d_unique: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False)
     d_random: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False)
+    calibrated: DecoyTest | None = None
+    decoy_seed: int | None = None
 
     @property
     def pvalue(self) -> float:
@@ -103,6 +113,8 @@ class MemorisationScore(Result):
         for name, res in self.tests.items():
             mark = " (paper's test)" if name == PAPER_TEST else ""
             lines.append(f"  {name:9s} statistic {res.statistic:10.4g}  p = {res.pvalue:.4g}{mark}")
+        if self.calibrated is not None:
+            lines.append(f"  {self.calibrated.summary()} (decoy seed {self.decoy_seed})")
         return "\n".join(lines)
 
     def to_dict(self, per_probe: bool = False) -> dict[str, Any]:
@@ -119,6 +131,11 @@ class MemorisationScore(Result):
                 for k, v in self.tests.items()
             },
         }
+        if self.calibrated is not None:
+            out["calibrated"] = {
+                **self.calibrated.to_dict(decoys=per_probe),
+                "decoy_seed": self.decoy_seed,
+            }
         if per_probe:
             out["d_unique"] = self.d_unique.tolist()
             out["d_random"] = self.d_random.tolist()
@@ -215,68 +232,6 @@ def compute_m_score(
     )
 
 
-def _probe_set(images: np.ndarray):
-    """Probe images as a LabelledImages with dummy labels: OOD probes have no classes."""
-    from monai_forget.data import LabelledImages
-
-    return LabelledImages(images, np.zeros(len(images), dtype=np.int64), num_classes=1)
-
-
-class FeatureCarrying(torch.nn.Module):
-    """``model`` composed with the stamping of a feature: ``x -> f(x carrying z)``.
-
-    With ``masks=None`` every input carries the unique feature z_u; with ``masks`` of
-    shape ``(N, h, w)``, the i-th input seen (in order) carries the random feature
-    ``masks[i]``. Handing this to :func:`monai_forget.inference.predict` with the clean
-    probes gives the outputs on D_u or D_r in one batched pass, stamping each batch on
-    the fly (no stacked copy of the probe set). The feature and masks are buffers, so
-    the prediction cache key (the model fingerprint) covers them. Inputs are not modified.
-    """
-
-    def __init__(
-        self, model: torch.nn.Module, feature: UniqueFeature, masks: np.ndarray | None = None
-    ) -> None:
-        super().__init__()
-        self.model = model
-        self.feature = feature
-        value = np.nan if feature.value == "max" else float(feature.value)
-        spec = torch.tensor([*feature.position, value], dtype=torch.float64)
-        self.register_buffer("feature_spec", spec, persistent=False)
-        self.register_buffer("feature_mask", torch.from_numpy(feature.mask.copy()), False)
-        random = np.zeros((0, *feature.shape), bool) if masks is None else np.asarray(masks)
-        self.register_buffer("random_masks", torch.from_numpy(random.astype(bool)), False)
-        self._offset = 0
-        self.train(model.training)  # predict restores this flag on the wrapped model too
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.random_masks.numel() == 0:
-            return self.model(self.feature.apply(x))
-        stop = self._offset + len(x)
-        if stop > len(self.random_masks):
-            raise ValueError(
-                f"{stop} inputs seen but only {len(self.random_masks)} random masks given"
-            )
-        masks = self.random_masks[self._offset : stop].cpu().numpy()
-        self._offset = stop
-        return self.model(self.feature.apply_random(x, masks))
-
-
-def _predict(model, probes, what: str, **kwargs) -> np.ndarray:
-    """``predict(model, probes).probs`` with a clear error for probes the model rejects."""
-    from monai_forget.inference import predict
-
-    if not hasattr(probes, "labels"):
-        probes = _probe_set(probes)
-    try:
-        return predict(model, probes, **kwargs).probs
-    except RuntimeError as err:
-        raise ValueError(
-            f"the model could not process the {what} probes of shape "
-            f"{tuple(probes.images.shape[1:])} (C, H, W): {str(err).splitlines()[0]}; pass "
-            "probes with the channel count and size the model was trained on"
-        ) from None
-
-
 def probe_outputs(
     model: torch.nn.Module,
     probes: object,
@@ -298,7 +253,7 @@ def probe_outputs(
         probes: the out-of-distribution probe set D_c (``LabelledImages``, array or
             tensor ``(N, C, H, W)``); it is not modified.
         feature: the unique feature z_u.
-        random_feature: ``"patch"`` (the paper's random patterns) or ``"text"``.
+        random_feature: ``"patch"`` (the paper's block overwrite), ``"ink"`` or ``"text"``.
         seed: seed of the random features (one fresh z_r per probe).
         batch_size, device, outputs, cache_dir: passed to
             :func:`monai_forget.inference.predict`.
@@ -320,14 +275,35 @@ def probe_outputs(
     )
     # Three batched passes over the same probe set: clean, then the model composed with
     # z_u, then with the per-probe z_r (each batch is stamped on the fly).
-    probe_set = _probe_set(images)
+    probe_data = probe_set(images)
     if clean_probs is None:
-        clean_probs = _predict(model, probe_set, "clean", **kwargs)
+        clean_probs = predict_probs(model, probe_data, "clean", **kwargs)
     elif len(clean_probs) != len(images):
         raise ValueError(f"clean_probs has {len(clean_probs)} rows for {len(images)} probes")
-    pu = _predict(FeatureCarrying(model, feature), probe_set, "unique-feature", **kwargs)
-    pr = _predict(FeatureCarrying(model, feature, masks), probe_set, "random-feature", **kwargs)
+    carrying = FeatureCarrying(model, feature)
+    pu = predict_probs(carrying, probe_data, "unique-feature", **kwargs)
+    carrying = FeatureCarrying(model, feature, masks, random_feature)
+    pr = predict_probs(carrying, probe_data, "random-feature", **kwargs)
     return np.asarray(clean_probs, dtype=np.float64), pu, pr
+
+
+def _decoy_texts(feature: UniqueFeature, decoys: int | Sequence[str], seed: int) -> list[str]:
+    """The decoy texts: ``decoys`` random texts of z_u's kind, or the given list checked."""
+    if feature.text is None:
+        raise ValueError(
+            "decoys are texts of the feature's kind: build the feature with "
+            "UniqueFeature.from_text, or pass decoys=0"
+        )
+    if isinstance(decoys, int):
+        return draw_decoys(feature.text, decoys, seed, exclude=[feature.text])
+    texts = [str(t) for t in decoys]
+    for i, text in enumerate(texts):
+        if len(text) != len(feature.text) or text == feature.text:
+            raise ValueError(
+                f"decoy {i} must be another text of the feature's length "
+                f"({len(feature.text)} characters); fix or drop it"
+            )
+    return texts
 
 
 def memorisation_score(
@@ -339,6 +315,8 @@ def memorisation_score(
     tests: Sequence[str] | None = None,
     random_feature: RandomFeature = "patch",
     seed: int | np.random.Generator | None = 0,
+    decoys: int | Sequence[str] = 0,
+    decoy_seed: int | None = None,
     batch_size: int = 256,
     device: str | torch.device = "cpu",
     outputs: Literal["logits", "probs"] = "logits",
@@ -354,32 +332,48 @@ def memorisation_score(
         feature: the known unique feature z_u (e.g. ``UniqueFeature.from_text("ANNA")``).
         test: primary one-tailed test (default ``"student"``, the paper's).
         tests: tests to run (default all: student, welch, paired, wilcoxon).
-        random_feature: ``"patch"`` (paper) or ``"text"`` random controls.
+        random_feature: ``"patch"`` (the paper's block overwrite), ``"ink"`` or ``"text"``.
         seed: seed of the random features.
+        decoys: the calibrated test (:mod:`~monai_forget.memorisation.decoys`): a number
+            of random texts of z_u's kind to rank M among (0: none, three passes only),
+            or the decoy texts themselves. Each decoy costs one more pass.
+        decoy_seed: seed of the drawn decoys; default a fresh one, recorded in the result.
         batch_size, device, outputs, cache_dir: see :func:`monai_forget.inference.predict`.
         training_data: samples known to be in-distribution (e.g. training images); a
             warning is issued for probes identical to any of them.
         progress: show progress bars.
 
     Returns:
-        The :class:`MemorisationScore`.
+        The :class:`MemorisationScore` (with ``calibrated`` when decoys were scored).
 
     Raises:
         ValueError: probes not ``(N, C, H, W)``, fewer than 2, a feature that does not
-            fit, probes the model cannot process, or outputs that are not probabilities.
+            fit, probes the model cannot process, outputs that are not probabilities, or
+            decoys for a feature that is not text.
     """
     if training_data is not None:
         warn_if_in_distribution(probes, training_data)
+    texts: list[str] = []
+    if decoys:
+        decoy_seed = fresh_seed() if decoy_seed is None else int(decoy_seed)
+        texts = _decoy_texts(feature, decoys, decoy_seed)
+    kwargs = dict(batch_size=batch_size, device=device, outputs=outputs)
     pc, pu, pr = probe_outputs(
         model,
         probes,
         feature,
         random_feature=random_feature,
         seed=seed,
-        batch_size=batch_size,
-        device=device,
-        outputs=outputs,
         cache_dir=cache_dir,
         progress=progress,
+        **kwargs,
     )
-    return compute_m_score(pc, pu, pr, test=test, tests=tests)
+    score = compute_m_score(pc, pu, pr, test=test, tests=tests)
+    if not texts:
+        return score
+    d = text_divergences(
+        model, as_probe_images(probes), pc, texts, position=feature.position,
+        scale=feature.scale, value=feature.value, progress=progress, **kwargs,
+    )  # fmt: skip
+    calibrated = decoy_test(score.m, d.mean(axis=1) - score.mean_d_random, texts)
+    return replace(score, calibrated=calibrated, decoy_seed=decoy_seed)

@@ -6,7 +6,9 @@ descent", NeurIPS 2020, Eq. 3 with z' = z):
 
     SelfInf(z) = sum_k eta_k * || grad_theta loss(theta_k; z) ||^2,
 
-over saved checkpoints theta_k with learning rates eta_k. High self-influence images are
+over saved checkpoints theta_k with learning rates eta_k (the paper: 10 evenly spaced
+checkpoints covering 95 % of the fall in training loss, :func:`select_checkpoints`).
+High self-influence images are
 those the model had to bend towards (atypical, hard, mislabelled); the paper injects the
 unique feature into images of high and of low self-influence and finds the feature
 memorised in both.
@@ -28,15 +30,21 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-__all__ = ["Checkpoint", "CheckpointRecorder", "self_influence"]
+__all__ = ["Checkpoint", "CheckpointRecorder", "select_checkpoints", "self_influence"]
 
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """Weights theta_k saved during training and the learning rate eta_k in use then."""
+    """Weights theta_k saved during training and the learning rate eta_k in use then.
+
+    ``epoch`` and ``train_loss`` (the epoch's mean mini-batch loss, as Keras reports it)
+    let :func:`select_checkpoints` pick the checkpoints of App. A.5.
+    """
 
     state_dict: Mapping[str, torch.Tensor]
     learning_rate: float
+    epoch: int = 0
+    train_loss: float = float("nan")
 
     def __post_init__(self) -> None:
         if not np.isfinite(self.learning_rate) or self.learning_rate <= 0:
@@ -47,8 +55,8 @@ class CheckpointRecorder:
     """Ignite handler keeping TracInCP checkpoints (weights + learning rate) in memory.
 
     Attach to a MONAI ``SupervisedTrainer``; at every ``every``-th epoch end it copies
-    the network's state dict and the optimiser's current learning rate (first parameter
-    group) into :attr:`checkpoints`.
+    the network's state dict, the optimiser's current learning rate (first parameter
+    group) and the epoch's mean training loss into :attr:`checkpoints`.
     """
 
     def __init__(self, every: int = 1) -> None:
@@ -56,16 +64,53 @@ class CheckpointRecorder:
             raise ValueError(f"every must be a positive number of epochs, got {every}")
         self.every = every
         self.checkpoints: list[Checkpoint] = []
+        self._loss_sum, self._count = 0.0, 0
 
     def attach(self, engine) -> None:
         from ignite.engine import Events
 
+        engine.add_event_handler(Events.ITERATION_COMPLETED, self._accumulate)
         engine.add_event_handler(Events.EPOCH_COMPLETED(every=self.every), self)
+
+    def _accumulate(self, engine) -> None:
+        output = engine.state.output
+        if isinstance(output, Mapping) and "loss" in output:
+            n = len(output["label"]) if "label" in output else 1
+            self._loss_sum += float(torch.as_tensor(output["loss"]).detach()) * n
+            self._count += n
 
     def __call__(self, engine) -> None:
         state = {k: v.detach().cpu().clone() for k, v in engine.network.state_dict().items()}
         lr = float(engine.optimizer.param_groups[0]["lr"])
-        self.checkpoints.append(Checkpoint(state, lr))
+        loss = self._loss_sum / self._count if self._count else float("nan")
+        self._loss_sum, self._count = 0.0, 0
+        self.checkpoints.append(Checkpoint(state, lr, int(engine.state.epoch), loss))
+
+
+def select_checkpoints(
+    checkpoints: Sequence[Checkpoint], n: int = 10, reduction: float = 0.95
+) -> list[Checkpoint]:
+    """The checkpoints of Hartley & Tsaftaris (2022), App. A.5: ``n`` evenly spaced ones
+    that account for ``reduction`` of the reduction in training loss.
+
+    With per-epoch losses l_1..l_E, the cut-off is the first epoch e* whose loss has
+    fallen by ``reduction`` of the total fall, ``l_1 - l_e* >= reduction (l_1 - min l)``;
+    the selection is ``n`` epochs evenly spaced over 1..e* (rounded; fewer when e* < n).
+
+    Raises:
+        ValueError: no checkpoints, or checkpoints without a training loss.
+    """
+    if not checkpoints:
+        raise ValueError("no checkpoints to select from; record them while training")
+    losses = np.array([c.train_loss for c in checkpoints], dtype=np.float64)
+    if not np.isfinite(losses).all():
+        raise ValueError(
+            "checkpoints lack their training loss; record them with CheckpointRecorder"
+        )
+    fall = losses[0] - losses.min()
+    cut = int(np.argmax(losses[0] - losses >= reduction * fall)) if fall > 0 else 0
+    picks = np.unique(np.round(np.linspace(0, cut, num=min(n, cut + 1))).astype(int))
+    return [checkpoints[i] for i in picks]
 
 
 def _cross_entropy(logits: torch.Tensor, label: torch.Tensor) -> torch.Tensor:

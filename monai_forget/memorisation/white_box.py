@@ -114,7 +114,7 @@ def white_box_score(
     Args:
         model: the classifier (white-box setting: in-distribution data and the label).
         data: a :class:`~monai_forget.data.LabelledImages`; its class-``label`` samples
-            are used (e.g. a held-out split of the training distribution).
+            are used. The paper's D_y is the class-y *training* images (Sec. 2.2).
         feature: the unique feature z_u.
         label: the class y the feature was trained with.
         random_feature, seed: the random controls z_r (one fresh per sample).
@@ -123,7 +123,7 @@ def white_box_score(
     Raises:
         ValueError: ``data`` has fewer than 2 samples of class ``label``.
     """
-    from monai_forget.memorisation.score import FeatureCarrying, _predict, _probe_set
+    from monai_forget.memorisation.passes import FeatureCarrying, predict_probs, probe_set
 
     labels = np.asarray(data.labels)
     idx = np.flatnonzero(labels == int(label))
@@ -136,7 +136,8 @@ def white_box_score(
     feature.check_fits(images.shape)
     masks = feature.random_masks(len(images), seed, random_feature)
     kwargs = dict(batch_size=batch_size, device=device, outputs=outputs)
-    probe_set = _probe_set(images)
-    pu = _predict(FeatureCarrying(model, feature), probe_set, "unique-feature", **kwargs)
-    pr = _predict(FeatureCarrying(model, feature, masks), probe_set, "random-feature", **kwargs)
+    data_y = probe_set(images)
+    pu = predict_probs(FeatureCarrying(model, feature), data_y, "unique-feature", **kwargs)
+    carrying = FeatureCarrying(model, feature, masks, random_feature)
+    pr = predict_probs(carrying, data_y, "random-feature", **kwargs)
     return compute_white_box_score(pu, pr, int(label))

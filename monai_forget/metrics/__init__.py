@@ -8,12 +8,18 @@ from monai_forget.metrics.memorisation import (
     UniqueFeatureMemorisationMetric,
     compute_unique_feature_memorisation,
 )
+from monai_forget.metrics.refmodel import (
+    ReferenceModelAuditMetric,
+    compute_reference_model_audit,
+)
 
 __all__ = [
     "EMAPValueMetric",
     "KSCalibratedRatioMetric",
+    "ReferenceModelAuditMetric",
     "UniqueFeatureMemorisationMetric",
     "compute_ema_pvalue",
     "compute_ks_calibrated_ratio",
+    "compute_reference_model_audit",
     "compute_unique_feature_memorisation",
 ]

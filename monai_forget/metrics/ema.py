@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
-from monai.metrics import CumulativeIterationMetric
 
 from monai_forget.audit.ema import EMAReference, EMAThresholds, TestName
 from monai_forget.inference import Predictions
-from monai_forget.metrics.buffer import BatchBuffered
+from monai_forget.metrics.base import AuditMetric
 from monai_forget.metrics.labels import to_probs_and_labels
 
 __all__ = ["EMAPValueMetric", "compute_ema_pvalue"]
@@ -33,43 +33,40 @@ def compute_ema_pvalue(
             (:meth:`monai_forget.audit.EMAAuditor.fit_reference`).
         test: ``"welch"`` (default) or ``"student"``.
     """
-    reference = EMAReference(thresholds, test=test)
-    return _pvalue(reference, y_pred, y, from_logits)
-
-
-def _pvalue(reference: EMAReference, y_pred: Any, y: Any, from_logits: bool) -> float:
     probs, labels = to_probs_and_labels(y_pred, y, from_logits=from_logits)
-    return reference.audit(Predictions(probs, labels)).statistic
+    return EMAReference(thresholds, test=test).audit(Predictions(probs, labels)).statistic
 
 
-class EMAPValueMetric(BatchBuffered, CumulativeIterationMetric):
+class EMAPValueMetric(AuditMetric):
     """Accumulates the target's outputs over an evaluation of D_Q and returns rho_EMA.
 
     Args:
         thresholds: an :class:`EMAThresholds` or its ``to_dict()`` form (bundle configs).
         test: ``"welch"`` or ``"student"``.
         from_logits: apply a softmax to ``y_pred`` first.
+        query_hashes: content hashes of D_Q, to check the evaluated samples are D_Q.
+        on_mismatch: ``"error"`` or ``"warn"`` when they are not.
+        on_extra: samples outside D_Q are an ``"error"`` or ``"ignore"``d.
     """
+
+    statistic = "rho_EMA"
 
     def __init__(
         self,
         thresholds: EMAThresholds | dict[str, Any],
         test: TestName = "welch",
         from_logits: bool = False,
+        query_hashes: Sequence[str] | None = None,
+        on_mismatch: str = "error",
+        on_extra: str = "error",
     ) -> None:
-        super().__init__()
+        super().__init__(from_logits, query_hashes, on_mismatch, on_extra)
         self.reference = EMAReference.from_dict({"thresholds": thresholds, "test": test})
-        self.from_logits = from_logits
 
     @property
     def thresholds(self) -> EMAThresholds:
         return self.reference.thresholds
 
-    def _compute_tensor(self, y_pred: torch.Tensor, y: torch.Tensor | None = None, **kwargs: Any):  # type: ignore[override]
-        if y is None:
-            raise ValueError("EMA needs ground-truth labels y")
-        return y_pred, y
-
     def aggregate(self) -> float:  # type: ignore[override]
-        y_pred, y = self.get_buffer()
-        return _pvalue(self.reference, y_pred, y, self.from_logits)
+        probs, labels, _ = self.outputs()
+        return self.reference.audit(Predictions(probs, labels)).statistic

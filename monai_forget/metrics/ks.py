@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
-from monai.metrics import CumulativeIterationMetric
 
 from monai_forget.audit.ks import KSRatio, KSReference
-from monai_forget.metrics.buffer import BatchBuffered
+from monai_forget.metrics.base import AuditMetric
 from monai_forget.metrics.labels import to_probs_and_labels
 from monai_forget.scores import confidence
 
@@ -38,7 +38,7 @@ def compute_ks_calibrated_ratio(
     return reference.ratio(confidence(probs, labels))
 
 
-class KSCalibratedRatioMetric(BatchBuffered, CumulativeIterationMetric):
+class KSCalibratedRatioMetric(AuditMetric):
     """Accumulates the target's outputs over an evaluation of D_Q and returns rho_KS.
 
     The shadow models' confidences on D_Q are reference outputs computed beforehand
@@ -50,26 +50,27 @@ class KSCalibratedRatioMetric(BatchBuffered, CumulativeIterationMetric):
         query_confidence: query shadow model's ground-truth confidences on D_Q.
         calibration_confidence: calibration shadow model's ground-truth confidences on D_Q.
         from_logits: apply a softmax to ``y_pred`` first.
+        query_hashes: content hashes of D_Q, to check the evaluated samples are D_Q.
+        on_mismatch: ``"error"`` or ``"warn"`` when they are not.
+        on_extra: samples outside D_Q are an ``"error"`` or ``"ignore"``d.
     """
+
+    statistic = "rho_KS"
 
     def __init__(
         self,
         query_confidence: Any,
         calibration_confidence: Any,
         from_logits: bool = False,
+        query_hashes: Sequence[str] | None = None,
+        on_mismatch: str = "error",
+        on_extra: str = "error",
     ) -> None:
-        super().__init__()
+        super().__init__(from_logits, query_hashes, on_mismatch, on_extra)
         self.reference = KSReference(query_confidence, calibration_confidence)
-        self.from_logits = from_logits
         self.last_ratio: KSRatio | None = None
 
-    def _compute_tensor(self, y_pred: torch.Tensor, y: torch.Tensor | None = None, **kwargs: Any):  # type: ignore[override]
-        if y is None:
-            raise ValueError("the K-S ratio needs ground-truth labels y")
-        return y_pred, y
-
     def aggregate(self) -> float:  # type: ignore[override]
-        y_pred, y = self.get_buffer()
-        probs, labels = to_probs_and_labels(y_pred, y, from_logits=self.from_logits)
+        probs, labels, _ = self.outputs()
         self.last_ratio = self.reference.ratio(confidence(probs, labels))
         return self.last_ratio.rho

@@ -10,9 +10,7 @@ reference models that way on data it controls. A :class:`Recipe` captures that d
   auditor's data in place of the bundle's dataset.
 - :class:`CallableRecipe`: any pair of Python callables (build, fit).
 
-:class:`ShadowTrainer` trains a recipe on a :class:`~monai_forget.data.LabelledImages`
-with a seed and caches the weights by (recipe identity, data fingerprint, seed), so an
-audit never trains the same shadow model twice.
+:func:`load_recipe` reads one from the command line's ``--recipe``.
 """
 
 from __future__ import annotations
@@ -20,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -28,9 +27,18 @@ import torch
 from torch import nn
 
 from monai_forget.data import LabelledImages
-from monai_forget.fingerprint import data_fingerprint
-from monai_forget.io import atomic_write
 from monai_forget.networks import get_network
+
+#: True while a ``ShadowTrainer(progress=True)`` trains: MONAI trainers show a progress bar.
+_PROGRESS: ContextVar[bool] = ContextVar("monai_forget_shadow_progress", default=False)
+
+
+def _attach_progress(trainer: Any) -> None:
+    """Show the training's iterations as a progress bar when a ShadowTrainer asks for it."""
+    if _PROGRESS.get():
+        from ignite.handlers import ProgressBar
+
+        ProgressBar(persist=False, desc="shadow model").attach(trainer)
 
 
 @runtime_checkable
@@ -144,6 +152,7 @@ class SupervisedRecipe:
             optimizer=self._optimizer(model),
             loss_function=nn.CrossEntropyLoss(),
         )
+        _attach_progress(trainer)
         trainer.run()
 
 
@@ -191,6 +200,12 @@ class BundleRecipe:
             sample (the config's random augmentation, e.g. ``"train#augmentation"``);
             ``None``: the samples are used as they are. The dataset at ``dataset_key``
             is replaced, so its preprocessing is lost unless named here.
+        disabled_keys: config ids emptied (set to ``[]``) when present: by default the
+            bundles' validation handlers (whose ``CheckpointSaver`` would write the
+            bundle's model file; a shadow model keeps its last epoch) and ``train#writers``
+            (TensorBoard logs), so a shadow model writes nothing into the bundle.
+
+    The config is code (its ``$`` expressions are evaluated): trust it as a script.
     """
 
     config_file: str
@@ -200,12 +215,16 @@ class BundleRecipe:
     device_key: str | None = "device"
     overrides: Mapping[str, Any] = field(default_factory=dict)
     transform_key: str | None = None
+    disabled_keys: tuple[str, ...] = ("train#validation", "train#writers")
 
     def _parser(self):
         from monai.bundle import ConfigParser
 
         parser = ConfigParser()
         parser.read_config(self.config_file)
+        for key in self.disabled_keys:
+            if key in parser:
+                parser[key] = []
         for key, value in self.overrides.items():
             parser[key] = value
         return parser
@@ -215,7 +234,8 @@ class BundleRecipe:
         content = Path(self.config_file).read_bytes()
         spec = json.dumps(
             [self.trainer_key, self.network_key, self.dataset_key, dict(self.overrides)]
-            + ([self.transform_key] if self.transform_key is not None else []),
+            + ([self.transform_key] if self.transform_key is not None else [])
+            + [list(self.disabled_keys)],
             sort_keys=True,
             default=str,
         )
@@ -238,98 +258,6 @@ class BundleRecipe:
         # all refer to it, so it replaces the network definition before parsing.
         parser[self.network_key] = model.to(device)
         trainer = parser.get_parsed_content(self.trainer_key, instantiate=True)
+        _attach_progress(trainer)
         torch.manual_seed(seed)
         trainer.run()
-
-
-def _cache_key(recipe: Recipe, data: LabelledImages, seed: int) -> str:
-    spec = f"{recipe.name}\n{data_fingerprint(data)}\n{seed}"
-    return hashlib.sha256(spec.encode()).hexdigest()
-
-
-class ShadowTrainer:
-    """Trains (and caches) models from a recipe, reproducibly.
-
-    The network is initialised and trained inside a forked torch RNG seeded with
-    ``seed``, so results do not depend on, nor disturb, the caller's global RNG state.
-
-    Args:
-        recipe: the training design.
-        device: where to train (``"cpu"``, ``"cuda"``, a ``torch.device``).
-        cache_dir: when given, weights are stored under ``cache_dir/shadow/<key>.pt`` and
-            reloaded (``weights_only=True``) instead of retraining.
-    """
-
-    def __init__(
-        self,
-        recipe: Recipe,
-        *,
-        device: str | torch.device = "cpu",
-        cache_dir: str | Path | None = None,
-    ) -> None:
-        if not isinstance(recipe, Recipe):
-            raise TypeError(
-                "recipe must provide name, build() and fit(); use SupervisedRecipe, "
-                "BundleRecipe or CallableRecipe"
-            )
-        self.recipe = recipe
-        self.device = torch.device(device)
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
-
-    def cache_path(self, data: LabelledImages, seed: int) -> Path | None:
-        """Where the weights for (``data``, ``seed``) are cached, or ``None`` without a cache."""
-        if self.cache_dir is None:
-            return None
-        return self.cache_dir / "shadow" / f"{_cache_key(self.recipe, data, seed)}.pt"
-
-    def train(self, data: LabelledImages, seed: int = 0) -> nn.Module:
-        """Return a model of the recipe trained on ``data`` with ``seed`` (in eval mode)."""
-        if len(data) == 0:
-            raise ValueError("cannot train a shadow model on an empty data set")
-        path = self.cache_path(data, seed)
-        devices = [self.device] if self.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices):
-            torch.manual_seed(seed)
-            model = self.recipe.build()
-            if path is not None and path.exists():
-                model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-                return model.to(self.device).eval()
-            self.recipe.fit(model, data, seed=seed, device=self.device)
-        if path is not None:
-            with atomic_write(path, "wb", overwrite=True) as handle:
-                torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, handle)
-        return model.to(self.device).eval()
-
-
-def load_recipe(spec: str | Path) -> Recipe:
-    """A recipe from the command line: a JSON file or ``package.module:attribute``.
-
-    - A ``.json`` file whose keys are :class:`SupervisedRecipe` fields (it has a
-      ``"network"`` key and no ``"train"`` section) gives a :class:`SupervisedRecipe`.
-    - Any other ``.json``/``.yaml`` file is taken as a MONAI bundle training config
-      (:class:`BundleRecipe` with its default keys).
-    - ``module:attribute`` names a Recipe object, or a callable returning one.
-    """
-    text = str(spec)
-    path = Path(text)
-    if path.suffix.lower() in (".json", ".yaml", ".yml"):
-        if not path.is_file():
-            raise FileNotFoundError(f"recipe file {path} does not exist")
-        if path.suffix.lower() == ".json":
-            content = json.loads(path.read_text())
-            if isinstance(content, dict) and "network" in content and "train" not in content:
-                return SupervisedRecipe.from_dict(content)
-        return BundleRecipe(str(path))
-    if ":" in text:
-        import importlib
-
-        module_name, _, attribute = text.partition(":")
-        obj = getattr(importlib.import_module(module_name), attribute)
-        recipe = obj() if callable(obj) and not isinstance(obj, Recipe) else obj
-        if isinstance(recipe, Recipe):
-            return recipe
-        raise ValueError(f"{text} is not a Recipe (needs name, build() and fit())")
-    raise ValueError(
-        f"cannot read recipe {text!r}: give a recipe .json, a bundle train config, "
-        "or package.module:attribute"
-    )

@@ -1,0 +1,299 @@
+"""The reference-model auditor's statistics: calibrated membership scores, a set-level
+test with three outcomes, its power, and the fraction of D_Q still remembered.
+
+Anchors (their ideas, our code): the per-sample score is LiRA's offline test (Carlini et
+al., "Membership Inference Attacks From First Principles", S&P 2022, Sec. IV-C): the
+target's logit-scaled confidence on a sample compared with the same quantity under
+reference models that never trained on it, which removes how hard the sample is for
+any model of the design. The set-level test follows dataset inference (Maini et al.,
+"Dataset Inference", ICLR 2021): a one-sided t-test of the query set against known
+non-members scored the same way, after mapping every score to a membership probability
+learned on half of the known members and non-members (:class:`MembershipCalibration`:
+bounded, so the heavy tails of saturated confidences cannot dominate, and shaped like the
+likelihood ratio, which weights the scores that separate members best). The fraction
+estimate follows dataset-usage cardinality inference (Tong et al. 2024, DUCI, in ML
+Privacy Meter): the query set is a mixture of remembered and forgotten samples, so its
+mean membership probability interpolates between the known non-members' and members'.
+
+Decision (three-way, :func:`refmodel_decision`):
+
+- ``not forgotten``: D_Q is more member-like than the known non-members, p <= alpha;
+- ``forgotten``: p > alpha, and the test had power >= ``min_power`` to see D_Q
+  remembered as much as the known members are (with the members' AUC at its lower 95 %
+  confidence bound, so the power is not overstated);
+- ``inconclusive``: neither, or the compared sets do not look alike to the reference
+  models (:func:`shift_check`); the query size that would give the power is reported.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.stats
+
+from monai_forget.audit.result import FORGOTTEN, INCONCLUSIVE, NOT_FORGOTTEN
+from monai_forget.scores import check_probabilities
+from monai_forget.stats import welch_ttest
+
+__all__ = [
+    "ROLES",
+    "MembershipCalibration",
+    "SetTest",
+    "ShiftCheck",
+    "auc",
+    "calibrated_scores",
+    "logit_confidence",
+    "pooled_sigma",
+    "refmodel_decision",
+    "remembered_fraction",
+    "set_test",
+    "shift_check",
+]
+
+#: The sets a reference-model audit scores: the query set and the known members and
+#: non-members of the target.
+ROLES: tuple[str, ...] = ("query", "members", "nonmembers")
+_TINY = np.finfo(np.float64).tiny
+
+
+def logit_confidence(probs: object, labels: object) -> np.ndarray:
+    """``phi = log p_y - log(sum_{j != y} p_j)``: LiRA's logit scaling of the confidence.
+
+    Carlini et al. 2022, Sec. IV-B: confidences bunch at 1.0 for training samples; on
+    the logit scale they are close to Gaussian. The sum over the other classes is taken
+    directly, not as ``1 - p_y``, which loses every digit near 1; both terms are floored
+    at the smallest float64 so a saturated output gives about +-708, not inf.
+    """
+    p, y = check_probabilities(probs, labels)
+    rows = np.arange(len(y))
+    p_y = p[rows, y]
+    others = p.sum(axis=1) - p_y
+    return np.log(np.maximum(p_y, _TINY)) - np.log(np.maximum(others, _TINY))
+
+
+def calibrated_scores(
+    target_phi: np.ndarray, reference_phi: np.ndarray, sigma: float
+) -> np.ndarray:
+    """``(phi_target(x) - mean_k phi_k(x)) / sigma`` for every sample x.
+
+    ``reference_phi`` is ``(K, N)``: K reference models that never trained on the N
+    samples (LiRA's offline setting); ``sigma`` is the pooled spread of those models
+    around their per-sample mean (one variance for all samples, LiRA's fixed-variance
+    variant, stable with few reference models). Higher means more member-like.
+    """
+    target_phi = np.asarray(target_phi, dtype=np.float64)
+    reference_phi = np.atleast_2d(np.asarray(reference_phi, dtype=np.float64))
+    if reference_phi.shape[1] != target_phi.shape[0]:
+        raise ValueError(
+            f"{reference_phi.shape[1]} reference outputs per model for {target_phi.shape[0]} "
+            "target outputs; score the same samples with every model"
+        )
+    return (target_phi - reference_phi.mean(axis=0)) / sigma
+
+
+def pooled_sigma(reference_phi: np.ndarray) -> float:
+    """The reference models' spread around their per-sample mean, pooled over samples."""
+    reference_phi = np.atleast_2d(np.asarray(reference_phi, dtype=np.float64))
+    if reference_phi.shape[0] < 2:
+        raise ValueError("the spread of reference models needs at least 2 of them")
+    sigma = float(np.sqrt(np.mean(np.var(reference_phi, axis=0, ddof=1))))
+    return sigma if sigma > 0 else 1.0
+
+
+def auc(a: np.ndarray, b: np.ndarray) -> float:
+    """``P(A > B) + P(A = B) / 2`` for a score of set A and one of set B: the Mann-Whitney
+    U statistic over ``|A| |B|`` (the area under the ROC curve separating A from B)."""
+    u = scipy.stats.mannwhitneyu(a, b, alternative="greater", method="asymptotic").statistic
+    return float(u) / (len(a) * len(b))
+
+
+@dataclass(frozen=True)
+class MembershipCalibration:
+    """The known members and non-members split in two: one half learns the map from a
+    score to a membership probability, the other half is what D_Q is compared with.
+
+    The map is an isotonic regression of "is a member" on the score, members and
+    non-members weighted equally: an estimate of P(member | score) at even odds, which
+    is monotone in the likelihood ratio f_member(s) / f_nonmember(s), bounded in
+    [0.01, 0.99] (heavy-tailed scores of saturated confidences cannot dominate a mean),
+    and fitted on samples the test never sees (cross-fitting keeps the test valid).
+    """
+
+    members: np.ndarray  # the test halves, mapped
+    nonmembers: np.ndarray
+    fit_members: int
+    fit_nonmembers: int
+    _iso: Any = field(repr=False, compare=False)
+
+    @classmethod
+    def fit(cls, members: np.ndarray, nonmembers: np.ndarray, seed: int = 0):
+        from sklearn.isotonic import IsotonicRegression
+
+        rng = np.random.default_rng(seed)
+        m, n = rng.permutation(members), rng.permutation(nonmembers)
+        m_fit, m_test = m[: m.size // 2], m[m.size // 2 :]
+        n_fit, n_test = n[: n.size // 2], n[n.size // 2 :]
+        if min(m_fit.size, n_fit.size, m_test.size, n_test.size) < 2:
+            raise ValueError("the calibration needs at least 4 known members and 4 non-members")
+        x = np.concatenate([m_fit, n_fit])
+        y = np.concatenate([np.ones(m_fit.size), np.zeros(n_fit.size)])
+        w = np.concatenate(
+            [np.full(m_fit.size, 0.5 / m_fit.size), np.full(n_fit.size, 0.5 / n_fit.size)]
+        )
+        iso = IsotonicRegression(y_min=0.01, y_max=0.99, out_of_bounds="clip")
+        iso.fit(x, y, sample_weight=w)
+        return cls(iso.predict(m_test), iso.predict(n_test), m_fit.size, n_fit.size, iso)
+
+    def __call__(self, scores: np.ndarray) -> np.ndarray:
+        """The membership probability of each score."""
+        return self._iso.predict(np.asarray(scores, dtype=np.float64))
+
+
+@dataclass(frozen=True)
+class SetTest:
+    """The set-level test of D_Q against known non-members, and its power.
+
+    Attributes:
+        pvalue: one-sided Welch t-test p-value of the mapped scores, H1: D_Q is more
+            member-like than the known non-members.
+        query_mean: mean membership probability of D_Q.
+        member_mean: the known members' mean (test half).
+        nonmember_mean: the known non-members' mean (test half).
+        member_effect_low: one-sided 95 % lower confidence bound of member - non-member.
+        power: probability that the test rejects at alpha when D_Q is remembered like
+            the known members (normal approximation, with ``member_effect_low``).
+        needed_query_size: the |D_Q| that would give ``min_power`` (``inf`` when no size
+            would: no member signal, or too few known non-members).
+    """
+
+    pvalue: float
+    query_mean: float
+    member_mean: float
+    nonmember_mean: float
+    member_effect_low: float
+    power: float
+    needed_query_size: float
+
+
+def set_test(
+    query: np.ndarray, calibration: MembershipCalibration, *, alpha: float, min_power: float
+) -> SetTest:
+    """Test D_Q against the known non-members and measure the test's power.
+
+    D_Q's scores are mapped to membership probabilities (:class:`MembershipCalibration`)
+    and compared with the held-out non-members' by Welch's one-sided t-test, the
+    dataset-inference aggregation of Maini et al. 2021. For a query set remembered like
+    the known members, the mean difference would be ``d = mean(members) -
+    mean(nonmembers)``; with its lower 95 % bound ``d_low`` the power is
+    ``Phi(d_low / sqrt(v_M / n_Q + v_N / n_N) - z_{1-alpha})``, and the query size giving
+    ``min_power`` solves the same equation for ``n_Q``.
+    """
+    q = calibration(query)
+    m, n = calibration.members, calibration.nonmembers
+    test = welch_ttest(q, n, alternative="greater")
+    v_m, v_n = float(np.var(m, ddof=1)), float(np.var(n, ddof=1))
+    effect = float(m.mean() - n.mean())
+    effect_low = effect - scipy.stats.norm.ppf(0.95) * math.sqrt(v_m / m.size + v_n / n.size)
+    z_alpha, z_power = scipy.stats.norm.ppf(1 - alpha), scipy.stats.norm.ppf(min_power)
+    se = math.sqrt(v_m / q.size + v_n / n.size)
+    power = float(scipy.stats.norm.cdf(effect_low / se - z_alpha)) if se > 0 else 0.0
+    room = (effect_low / (z_alpha + z_power)) ** 2 - v_n / n.size
+    needed = math.ceil(v_m / room) if effect_low > 0 and room > 0 else math.inf
+    return SetTest(
+        float(test.pvalue), float(q.mean()), float(m.mean()), float(n.mean()), effect_low,
+        power, needed,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ShiftCheck:
+    """Do the compared sets look alike to the reference models? (target-free)
+
+    The reference models never trained on D_Q, the known members or the known
+    non-members, so their outputs on the three sets must come from one distribution
+    when the audit's assumption holds: the known non-members are like D_Q, and the known
+    members like the non-members. Two-sample K-S tests of the reference models' mean
+    logit confidence check it; a shift (e.g. low-quality or other-site non-members) makes
+    any comparison of the target's outputs meaningless, so the audit answers
+    "inconclusive".
+
+    Attributes:
+        pvalue_query: D_Q vs known non-members.
+        pvalue_members: known members vs known non-members.
+        level: a p-value below it is a shift.
+    """
+
+    pvalue_query: float
+    pvalue_members: float
+    level: float
+
+    @property
+    def shifted(self) -> bool:
+        return min(self.pvalue_query, self.pvalue_members) < self.level
+
+
+def shift_check(
+    query_mu: np.ndarray, member_mu: np.ndarray, nonmember_mu: np.ndarray, level: float = 0.01
+) -> ShiftCheck:
+    """:class:`ShiftCheck` of the reference models' mean logit confidences."""
+
+    def pvalue(a: np.ndarray, b: np.ndarray) -> float:
+        return float(scipy.stats.ks_2samp(a, b, method="asymp").pvalue)
+
+    return ShiftCheck(pvalue(query_mu, nonmember_mu), pvalue(member_mu, nonmember_mu), level)
+
+
+def refmodel_decision(
+    test: SetTest, alpha: float, min_power: float, shift: ShiftCheck | None = None
+) -> str:
+    """The three-way decision of the module docstring; "inconclusive" whatever the test
+    says when the compared sets do not look alike to the reference models."""
+    if shift is not None and shift.shifted:
+        return INCONCLUSIVE
+    if test.pvalue <= alpha:
+        return NOT_FORGOTTEN
+    if test.power >= min_power:
+        return FORGOTTEN
+    return INCONCLUSIVE
+
+
+def remembered_fraction(
+    query: np.ndarray,
+    calibration: MembershipCalibration,
+    *,
+    n_boot: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """Estimated share of D_Q the model still remembers, with a bootstrap interval.
+
+    If a share ``pi`` of D_Q is remembered (scoring like the known members) and the rest
+    forgotten (like non-members), D_Q's mean membership probability is ``pi * mean_M +
+    (1 - pi) * mean_N``, so ``pi = (mean_Q - mean_N) / (mean_M - mean_N)``: a mixture
+    estimate in the spirit of DUCI. The interval resamples the three sets independently
+    (percentile bootstrap). ``nan`` when members and non-members do not differ.
+
+    Returns:
+        ``(estimate, low, high)``, not clipped (values outside [0, 1] are sampling noise
+        around the ends).
+    """
+    sets = [calibration(query), calibration.members, calibration.nonmembers]
+
+    def fraction(q: np.ndarray, m: np.ndarray, n: np.ndarray) -> np.ndarray:
+        span = m - n
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(span != 0, (q - n) / span, np.nan)
+
+    estimate = float(fraction(*(s.mean() for s in sets)))
+    rng = np.random.default_rng(seed)
+    means = [s[rng.integers(0, s.size, (n_boot, s.size))].mean(axis=1) for s in sets]
+    boot = fraction(*means)
+    boot = boot[np.isfinite(boot)]
+    if not np.isfinite(estimate) or boot.size == 0:
+        return float("nan"), float("nan"), float("nan")
+    tail = 100 * (1 - level) / 2
+    low, high = np.percentile(boot, [tail, 100 - tail])
+    return estimate, float(low), float(high)

@@ -1,0 +1,218 @@
+"""The reference-model auditor: reference models trained by the target's recipe on data
+the auditor controls, per-sample scores relative to them, and a set-level three-way
+decision with its power and the fraction of D_Q still remembered
+(:mod:`~monai_forget.audit.refmodel` holds the statistics).
+
+Offline setting (LiRA offline, Carlini et al. 2022): no reference model ever trains on a
+sample that is scored (the query set D_Q, the known members and known non-members of
+the target), so the audit costs no training on D_Q, and its reference models can be
+reused for any query set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from torch import nn
+
+from monai_forget.audit.auditors import ShadowAuditor, check_set_size
+from monai_forget.audit.refmodel import ROLES, logit_confidence, pooled_sigma
+from monai_forget.audit.refmodel_reference import RefModelReference
+from monai_forget.audit.result import AuditResult
+from monai_forget.data import DataOverlapError, LabelledImages, check_disjoint, concat
+
+__all__ = ["ReferenceModelAuditor"]
+
+MIN_REFERENCES = 2
+
+
+def _split_roles(
+    members: LabelledImages, nonmembers: LabelledImages, seed: int
+) -> tuple[LabelledImages, LabelledImages, LabelledImages]:
+    """(pool, scored members, scored non-members): half of each known set trains the
+    reference models, the other half is scored, so no scored sample was trained on."""
+    m_pool, m_scored = members.split(0.5, seed=seed)
+    n_pool, n_scored = nonmembers.split(0.5, seed=seed)
+    return concat(m_pool, n_pool), m_scored, n_scored
+
+
+def _check_roles(
+    query: LabelledImages,
+    members: LabelledImages,
+    nonmembers: LabelledImages,
+    population: LabelledImages,
+) -> None:
+    check_set_size("query", query)
+    check_set_size("known members", members)
+    check_set_size("known non-members", nonmembers)
+    pairs = [
+        ("the query set", query, "the known members", members),
+        ("the query set", query, "the known non-members", nonmembers),
+        ("the query set", query, "the reference models' training data", population),
+        ("the known members", members, "the known non-members", nonmembers),
+        ("the known members", members, "the reference models' training data", population),
+        ("the known non-members", nonmembers, "the reference models' training data", population),
+    ]
+    for a_name, a, b_name, b in pairs:
+        try:
+            check_disjoint(a, b)
+        except DataOverlapError as err:
+            raise DataOverlapError(
+                f"{a_name} and {b_name} share samples: {err}. A reference-model audit scores "
+                "each sample against models that never trained on it; keep these sets apart"
+            ) from err
+
+
+@dataclass
+class ReferenceModelAuditor(ShadowAuditor):
+    """Withdrawal audit against reference models, with three-way decisions.
+
+    ``calibration`` is ``(members, non-members)``: samples the auditor knows the target
+    was trained on (e.g. the retained providers' data) and samples it knows the target
+    never saw, from the same distribution as D_Q. Reference model k trains on a seeded
+    ``reference_fraction`` subset of the population (``population``, or by default half
+    of each known set, the other half being scored), with seed ``seed + k``.
+
+    Args:
+        n_references: reference models to train (more give more power; at least 2).
+        reference_fraction: share of the population each reference model trains on.
+        alpha: level of the set-level test.
+        min_power: the power the test needs before D_Q is called forgotten.
+        n_boot: bootstrap resamples of the remembered-fraction interval.
+        workers: processes training reference models side by side (``None``: one per
+            available core; see :meth:`~monai_forget.shadow.ShadowTrainer.train_many`).
+            Reference model k is :func:`~monai_forget.shadow.reference_subset` job k, so
+            ``monai-forget shadow train`` can train them into a shared cache elsewhere.
+
+    Attributes:
+        reference_: what the last ``fit_reference``/``audit`` learned.
+        roles_: the sets it scored (D_Q, the scored known members and non-members): the
+            audit set an evaluation-time check runs over.
+    """
+
+    n_references: int = 8
+    reference_fraction: float = 0.5
+    alpha: float = 0.05
+    min_power: float = 0.95
+    n_boot: int = 1000
+    workers: int | None = None
+    roles_: dict[str, LabelledImages] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.n_references < MIN_REFERENCES:
+            raise ValueError(
+                f"n_references={self.n_references}: the reference-model audit needs at least "
+                f"{MIN_REFERENCES} reference models (8 or more for power)"
+            )
+        if not 0.0 < self.reference_fraction < 1.0:
+            raise ValueError(f"reference_fraction must be in (0, 1), got {self.reference_fraction}")
+        if not 0.0 < self.alpha < 1.0 or not 0.5 <= self.min_power < 1.0:
+            raise ValueError("alpha must be in (0, 1) and min_power in [0.5, 1)")
+
+    def reference_sets(self, population: LabelledImages) -> tuple[list[LabelledImages], list[int]]:
+        """The training sets and seeds of the reference models (job k: seed + k)."""
+        from monai_forget.shadow import reference_jobs
+
+        return reference_jobs(
+            population, range(self.n_references), self.reference_fraction, self.seed
+        )
+
+    def reference_models(self, population: LabelledImages) -> list[nn.Module]:
+        """Train (or read from the cache) every reference model, over worker processes."""
+        from monai_forget.shadow import ShadowTrainer
+
+        if self.recipe is None:
+            raise ValueError(
+                "this audit trains reference models: pass recipe=... (the target's design)"
+            )
+        trainer = ShadowTrainer(
+            self.recipe, device=self.device, cache_dir=self.cache_dir, progress=self.progress
+        )
+        datasets, seeds = self.reference_sets(population)
+        return trainer.train_many(datasets, seeds, self.workers, progress=self.progress)
+
+    def _roles(
+        self, query: LabelledImages, calibration: Any, population: LabelledImages | None
+    ) -> tuple[dict[str, LabelledImages], LabelledImages]:
+        if not isinstance(calibration, tuple) or len(calibration) != 2:
+            raise ValueError(
+                "the reference-model auditor needs the target's known members and known "
+                "non-members: pass calibration=(members, nonmembers)"
+            )
+        members, nonmembers = calibration
+        if population is None:
+            population, members, nonmembers = _split_roles(members, nonmembers, self.seed)
+        _check_roles(query, members, nonmembers, population)
+        return {"query": query, "members": members, "nonmembers": nonmembers}, population
+
+    def fit_reference(
+        self,
+        query: LabelledImages,
+        calibration: tuple[LabelledImages, LabelledImages],
+        population: LabelledImages | None = None,
+    ) -> RefModelReference:
+        """Train the reference models and record what the audit needs from them."""
+        return self._fit(query, calibration, population)[0]
+
+    def _fit(
+        self, query: LabelledImages, calibration: Any, population: LabelledImages | None
+    ) -> tuple[RefModelReference, dict[str, LabelledImages], LabelledImages]:
+        roles, population = self._roles(query, calibration, population)
+        self.roles_ = roles
+        scored = concat(*(roles[r] for r in ROLES))
+        phis, accuracies = [], []
+        for model in self.reference_models(population):
+            out = self._predict(model, scored)
+            phis.append(logit_confidence(out.probs, out.labels))
+            nonmembers = self._predict(model, roles["nonmembers"])
+            accuracies.append(float(np.mean(nonmembers.probs.argmax(1) == nonmembers.labels)))
+        phi = np.stack(phis)
+        bounds = np.cumsum([0] + [len(roles[r]) for r in ROLES])
+        self.reference_ = RefModelReference(
+            hashes={r: roles[r].sample_hashes for r in ROLES},
+            labels={r: np.asarray(roles[r].labels) for r in ROLES},
+            reference_mean={
+                r: phi[:, bounds[i] : bounds[i + 1]].mean(axis=0) for i, r in enumerate(ROLES)
+            },
+            sigma=pooled_sigma(phi),
+            n_references=self.n_references,
+            alpha=self.alpha,
+            min_power=self.min_power,
+            reference_accuracy=float(np.mean(accuracies)),
+        )
+        return self.reference_, roles, population
+
+    def audit(
+        self,
+        target: nn.Module,
+        query: LabelledImages,
+        calibration: tuple[LabelledImages, LabelledImages],
+        *,
+        population: LabelledImages | None = None,
+        label: str = "",
+    ) -> AuditResult:
+        """Has ``target`` forgotten ``query``? Three-way answer with its power."""
+        reference, roles, population = self._fit(query, calibration, population)
+        phi = {}
+        for role in ROLES:
+            out = self._predict(target, roles[role])
+            phi[role] = logit_confidence(out.probs, out.labels)
+            if role == "nonmembers":
+                accuracy = float(np.mean(out.probs.argmax(1) == out.labels))
+        result = reference.audit(
+            phi, label=label, target_accuracy=accuracy, seed=self.seed, n_boot=self.n_boot
+        )
+        result.sizes["population"] = len(population)
+        result.provenance = self._provenance(
+            {"target": target},
+            {**roles, "population": population},
+        )
+        return result
+
+    def audit_predictions(
+        self, reference: RefModelReference, target_phi: dict[str, np.ndarray], *, label: str = ""
+    ) -> AuditResult:
+        """The audit from the target's logit confidences on each role, computed elsewhere."""
+        return reference.audit(target_phi, label=label, seed=self.seed, n_boot=self.n_boot)

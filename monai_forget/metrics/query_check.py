@@ -1,0 +1,121 @@
+"""Is the evaluated data the audited query set? Order-free checks by content hash.
+
+Evaluation-time audit metrics reproduce an audit only on the very samples it audited:
+evaluating the first 40 samples of a 200-sample D_Q gave rho_KS 1.14 ("forgotten")
+where the whole set gives 0.58. The metrics identify each evaluated image by the same
+content hash the audit recorded (:func:`monai_forget.fingerprint.image_hashes`, kept as
+a 64-bit prefix so it travels in a tensor buffer and across ranks) and compare the
+multisets, whatever the order.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from monai_forget.fingerprint import image_hashes
+
+__all__ = ["MISSING_ID", "QueryCheck", "hash_ids", "image_ids"]
+
+#: Buffer value of a sample evaluated without its image (nothing to check it with).
+MISSING_ID = 0
+_FIX = (
+    "evaluate every sample of the audited set exactly once (DataLoader drop_last=False, no "
+    "DistributedSampler padding, the same selection and preprocessing as the audit)"
+)
+
+
+def hash_ids(hashes: Sequence[str] | np.ndarray) -> np.ndarray:
+    """64-bit ids (int64) from hex content hashes: their first 16 hex digits."""
+    out = np.array([int(str(h)[:16], 16) for h in hashes], dtype=np.uint64).view(np.int64)
+    out[out == MISSING_ID] = 1  # keep the sentinel free (probability 2**-64)
+    return out
+
+
+def image_ids(images: Any) -> torch.Tensor:
+    """Ids of a batch of images ``(B, C, H, W)``, hashed as float32 like the audit's data."""
+    if isinstance(images, (list, tuple)):
+        images = torch.stack([torch.as_tensor(i) for i in images])
+    array = torch.as_tensor(images).detach().cpu().numpy().astype(np.float32, copy=False)
+    return torch.from_numpy(hash_ids(image_hashes(array)))
+
+
+class QueryCheck:
+    """The expected samples of an evaluation (their ids) and what to do on a mismatch.
+
+    Args:
+        expected: content hashes (hex) of the audited samples.
+        name: how messages name the set (e.g. "D_Q").
+        on_mismatch: ``"error"`` (raise) or ``"warn"``.
+        on_extra: evaluated samples outside the set are an ``"error"`` (a mismatch), or
+            ``"ignore"``d: the evaluation ran over a larger set (the reference-model
+            audit's) and the statistic uses the audited samples among it.
+    """
+
+    def __init__(
+        self,
+        expected: Sequence[str],
+        name: str = "D_Q",
+        on_mismatch: str = "error",
+        on_extra: str = "error",
+    ):
+        if on_mismatch not in ("error", "warn"):
+            raise ValueError(f"on_mismatch must be 'error' or 'warn', got {on_mismatch!r}")
+        if on_extra not in ("error", "ignore"):
+            raise ValueError(f"on_extra must be 'error' or 'ignore', got {on_extra!r}")
+        self.expected = hash_ids(expected)
+        self.name = name
+        self.on_mismatch = on_mismatch
+        self.on_extra = on_extra
+
+    def problems(self, evaluated: np.ndarray) -> list[str]:
+        """What differs between the evaluated ids and the expected ones (empty: nothing)."""
+        if np.any(evaluated == MISSING_ID):
+            return [
+                "some evaluated samples came without their image, so the data could not be "
+                "checked against the audit (pass image_key to batch_output)"
+            ]
+        want, got = Counter(self.expected.tolist()), Counter(np.asarray(evaluated).tolist())
+        missing = sum((want - got).values())
+        extra = sum((got - want).values())
+        repeated = sum(c - 1 for k, c in got.items() if c > 1 and k in want)
+        out = []
+        if missing:
+            out.append(
+                f"{missing} of the {len(self.expected)} samples of the audited {self.name} "
+                "were not evaluated"
+            )
+        if repeated:
+            out.append(
+                f"{repeated} evaluation(s) repeated a sample (e.g. DistributedSampler padding)"
+            )
+        if extra - repeated > 0 and self.on_extra == "error":
+            out.append(f"{extra - repeated} evaluated sample(s) are not in the audited {self.name}")
+        return out
+
+    def check(self, evaluated: np.ndarray, statistic: str) -> np.ndarray:
+        """Raise or warn, naming the problem and the fix, when the sets differ.
+
+        Returns:
+            The mask of evaluated samples that belong to the audited set.
+        """
+        evaluated = np.asarray(evaluated)
+        keep = np.isin(evaluated, self.expected)
+        if self.on_extra == "error":
+            keep[:] = True
+        found = self.problems(evaluated[keep] if self.on_extra == "ignore" else evaluated)
+        if not found:
+            return keep
+        message = (
+            f"{statistic} reproduces the audit only on the audited {self.name}: "
+            f"{'; '.join(found)}; {_FIX}"
+        )
+        if self.on_mismatch == "error":
+            raise ValueError(message)
+        warnings.warn(message, stacklevel=3)
+        return keep

@@ -1,0 +1,143 @@
+"""The reference-model auditor's statistics against independent computations and
+simulation, its three-way decision, and its refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.special
+import scipy.stats
+
+from monai_forget.audit import (
+    FORGOTTEN,
+    INCONCLUSIVE,
+    NOT_FORGOTTEN,
+    ReferenceModelAuditor,
+    refmodel_decision,
+)
+from monai_forget.audit.refmodel import (
+    MembershipCalibration,
+    SetTest,
+    calibrated_scores,
+    logit_confidence,
+    pooled_sigma,
+    remembered_fraction,
+    set_test,
+)
+from monai_forget.data import DataOverlapError, load_digits
+
+
+def test_logit_confidence_equals_the_logit_formula() -> None:
+    rng = np.random.default_rng(0)
+    logits = rng.normal(0, 4, (50, 5))
+    labels = rng.integers(0, 5, 50)
+    probs = scipy.special.softmax(logits, axis=1)
+    rows = np.arange(50)
+    others = np.where(np.arange(5)[None, :] == labels[:, None], -np.inf, logits)
+    expected = logits[rows, labels] - scipy.special.logsumexp(others, axis=1)
+    np.testing.assert_allclose(logit_confidence(probs, labels), expected, rtol=1e-9, atol=1e-9)
+    # Saturated outputs stay finite (about +-708), in the right direction.
+    saturated = logit_confidence(np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([0, 0]))
+    assert saturated[0] > 700 and saturated[1] < -700
+
+
+def test_calibrated_scores_and_pooled_sigma_by_hand() -> None:
+    reference = np.array([[1.0, 2.0], [3.0, 2.0]])  # 2 models x 2 samples
+    # per-sample means (2, 2); variances (ddof 1) 2 and 0; pooled sigma sqrt(1) = 1
+    assert pooled_sigma(reference) == 1.0
+    np.testing.assert_array_equal(calibrated_scores([4.0, 1.0], reference, 1.0), [2.0, -1.0])
+    with pytest.raises(ValueError, match="at least 2"):
+        pooled_sigma(reference[:1])
+
+
+def _calibration(rng, shift: float, n: int = 400) -> MembershipCalibration:
+    return MembershipCalibration.fit(rng.normal(shift, 1, n), rng.normal(0, 1, n), seed=1)
+
+
+def test_set_test_is_valid_under_the_null() -> None:
+    """Query and non-member scores from one distribution: over many draws the p-values
+    are uniform, so "not forgotten" is called at rate alpha."""
+    rng = np.random.default_rng(3)
+    pvalues = []
+    for _ in range(300):
+        calibration = _calibration(rng, 1.0)
+        pvalues.append(
+            set_test(rng.normal(0, 1, 50), calibration, alpha=0.05, min_power=0.95).pvalue
+        )
+    pvalues = np.array(pvalues)
+    assert scipy.stats.kstest(pvalues, "uniform").pvalue > 0.01
+    assert np.mean(pvalues <= 0.05) < 0.09
+
+
+def test_power_formula_matches_simulation() -> None:
+    """At the query size the formula says gives 95 % power, member-like query sets are
+    rejected about that often (the formula uses a lower bound, so at least as often)."""
+    rng = np.random.default_rng(4)
+    calibration = _calibration(rng, 0.8, n=2000)
+    need = set_test(rng.normal(0.8, 1, 10), calibration, alpha=0.05, min_power=0.95)
+    n = int(need.needed_query_size)
+    assert 10 < n < 400
+    rejected = [
+        set_test(rng.normal(0.8, 1, n), calibration, alpha=0.05, min_power=0.95).pvalue <= 0.05
+        for _ in range(200)
+    ]
+    assert np.mean(rejected) >= 0.9
+    at_n = set_test(rng.normal(0.8, 1, n), calibration, alpha=0.05, min_power=0.95)
+    assert at_n.power == pytest.approx(0.95, abs=0.02)
+
+
+def test_remembered_fraction_recovers_a_mixture() -> None:
+    rng = np.random.default_rng(5)
+    calibration = _calibration(rng, 2.0, n=2000)
+    for pi in (0.0, 0.3, 1.0):
+        k = round(pi * 600)
+        query = np.concatenate([rng.normal(2.0, 1, k), rng.normal(0, 1, 600 - k)])
+        estimate, low, high = remembered_fraction(query, calibration, n_boot=300, seed=2)
+        assert low <= pi <= high and abs(estimate - pi) < 0.12, (pi, estimate, low, high)
+
+
+def _test(p: float, power: float) -> SetTest:
+    return SetTest(p, 0.0, 0.0, 0.0, 0.0, power, 0.0)
+
+
+def test_three_way_decision_and_boundary() -> None:
+    assert refmodel_decision(_test(0.05, 0.1), 0.05, 0.95) == NOT_FORGOTTEN  # p == alpha
+    assert refmodel_decision(_test(np.nextafter(0.05, 1), 0.95), 0.05, 0.95) == FORGOTTEN
+    assert refmodel_decision(_test(0.5, np.nextafter(0.95, 0)), 0.05, 0.95) == INCONCLUSIVE
+
+
+def test_auditor_refuses_what_it_cannot_audit() -> None:
+    with pytest.raises(ValueError, match="at least 2 reference models"):
+        ReferenceModelAuditor(n_references=1)
+    digits = load_digits()
+    a, b, c = (
+        digits.subset(slice(0, 100)),
+        digits.subset(slice(100, 200)),
+        digits.subset(slice(200, 300)),
+    )
+    auditor = ReferenceModelAuditor(n_references=2)
+    with pytest.raises(ValueError, match="known members and known non-members"):
+        auditor.fit_reference(a, b)
+    with pytest.raises(DataOverlapError, match="query set and the known members share"):
+        auditor.fit_reference(a, (a.subset(slice(0, 50)).concat(b), c))
+    with pytest.raises(DataOverlapError, match="reference models' training data"):
+        auditor.fit_reference(
+            a, (b, c), population=a.subset(slice(0, 10)).concat(c.subset(slice(0, 4)))
+        )
+
+
+def test_shift_check_makes_a_mismatched_comparison_inconclusive() -> None:
+    """Known non-members of another quality (a fifth of them noisy: the reference models
+    find them much harder) would make a clean D_Q look remembered; the target-free check
+    on the reference models' outputs catches it and no decision is made."""
+    from monai_forget.audit.refmodel import shift_check
+
+    rng = np.random.default_rng(6)
+    clean = rng.normal(10, 2, 500)
+    mixed = np.r_[rng.normal(10, 2, 400), rng.normal(-3, 2, 100)]
+    assert not shift_check(rng.normal(10, 2, 200), clean, rng.normal(10, 2, 500)).shifted
+    shifted = shift_check(rng.normal(10, 2, 200), clean, mixed)
+    assert shifted.shifted and shifted.pvalue_members < 0.01
+    remembered = _test(0.001, 0.99)  # what the set test alone would say
+    assert refmodel_decision(remembered, 0.05, 0.95) == NOT_FORGOTTEN
+    assert refmodel_decision(remembered, 0.05, 0.95, shifted) == INCONCLUSIVE

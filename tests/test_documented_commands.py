@@ -1,0 +1,347 @@
+"""Every command the documentation shows runs, as a user types it (issue 16, item 11).
+
+The commands come from the fenced ``bash`` blocks of README.md, docs/*.md,
+bundles/README.md, bundles/*/docs/README.md and data_prep/README.md
+(:mod:`commands`). Each is run through a real shell (the ``monai-forget`` console script,
+``python -m monai.bundle``, ``torchrun``) on small inputs: digits, pydicom's test files,
+synthetic copies of dataset layouts this project has no data for, and the real data
+under ``MONAI_FORGET_DATA``. The bundles' commands run in tests/test_bundles.py, in one
+bounded scenario per bundle; :func:`test_every_documented_command_is_run` checks that
+together the tests run every documented command and nothing undocumented.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from commands import REPO, check, commands_in, documented_commands, environment, run_line
+from test_demo import DEMO_COMMAND
+
+# --- what runs where ------------------------------------------------------------------
+
+AUDIT_REF = (
+    "monai-forget audit reference --model target.pt --network mlp --network-args "
+    """'{"in_shape":[1,8,8],"num_classes":10,"hidden":[256]}' --query provider_c.npz """
+    "--members provider_a.npz --nonmembers held_out.npz --recipe recipe.json --references 4 "
+    "--out audit_c_ref/"
+)
+AUDIT = (
+    "monai-forget audit ks --model target.pt --network mlp --network-args "
+    """'{"in_shape":[1,8,8],"num_classes":10,"hidden":[256]}' --query provider_c.npz """
+    "--calibration calibration.npz --recipe recipe.json --out audit_c/"
+)
+AUDIT_EMA = (
+    "monai-forget audit ema --model target.pt --network mlp --network-args "
+    """'{"in_shape":[1,8,8],"num_classes":10,"hidden":[256]}' --query provider_c.npz """
+    "--calibration calibration.npz --recipe recipe.json --out audit_c_ema/ --alpha 0.1 "
+    "--threshold-by label --test welch"
+)
+README_DIGITS = (AUDIT_REF, AUDIT, AUDIT_EMA)
+#: Reference models on a cluster (README, docs/reference_models.md): array tasks train
+#: reference models into a shared cache; the audit on the same population only reads it.
+SHADOW_TASK = (
+    "monai-forget shadow train --recipe recipe.json --data population.npz --index "
+    "$((SLURM_ARRAY_TASK_ID * 2)) --count 2 --fraction 0.5 --seed 0 --cache-dir audit-cache"
+)
+SHADOW_SLURM = (
+    "monai-forget shadow train --recipe recipe.json --data calibration.npz --index "
+    "$((SLURM_ARRAY_TASK_ID * 4)) --count 4 --fraction 0.5 --seed 0 --cache-dir "
+    "/shared/audit-cache"
+)
+AUDIT_CLUSTER = (
+    "monai-forget audit reference --model target.pt --network mlp --network-args "
+    """'{"in_shape":[1,8,8],"num_classes":10,"hidden":[256]}' --query provider_c.npz """
+    "--members provider_a.npz --nonmembers held_out.npz --population population.npz "
+    "--recipe recipe.json --references 4 --seed 0 --cache-dir audit-cache --out audit_c_cluster/"
+)
+CLUSTER = (SHADOW_TASK, SHADOW_SLURM, AUDIT_CLUSTER)
+MLP1 = """--network mlp-1 --network-args '{"in_shape":[1,28,28],"num_classes":2}'"""
+README_FILES = (
+    'monai-forget canary inject ct.dcm ct_canary.dcm --text "JANE ROE" --position 1 1 --scale 1',
+    "monai-forget prepare medmnist pneumoniamnist.npz --image-dir png/ -o pneumoniamnist.json",
+    f"monai-forget memorisation score --model m.pt {MLP1} --probes ood.npz --text MARY",
+    f"monai-forget memorisation scan --model m.pt {MLP1} --probes ood.npz --roster names.csv "
+    "--out scan/",
+)
+CNN1 = """--network cnn-1 --network-args '{"in_shape": [1, 28, 28], "num_classes": 2}'"""
+MEMORISATION_DOC = (
+    f"monai-forget memorisation scan --model model.pt {CNN1} --probes probes.npz --roster "
+    "roster.csv --position 1 1 --scale 1 --correction bh --alpha 0.05 --out scan/",
+    f"monai-forget memorisation score --model model.pt {CNN1} --probes probes.npz --text ANNA",
+)
+CANARY_DOC = (
+    'monai-forget canary inject "$CT" ct_canary.dcm',
+    "monai-forget canary inject study/ study_canary/",
+    "monai-forget canary inject study/ study_canary/ --canary series2/IM0042",
+    'monai-forget canary inject study/ study_all/ --all --text "JANE ROE" --scale 2',
+    "monai-forget canary inject study/ study_all/ --all --dry-run",
+)
+PREPARE = (
+    *(
+        c
+        for c in commands_in((REPO / "data_prep" / "README.md").read_text(encoding="utf-8"))
+        if c.startswith("monai-forget prepare")
+    ),
+    "monai-forget prepare kermany /data/chest_xray -o data/kermany.json --random-sites 5 --seed 0",
+)
+FL = (
+    "monai-forget fl simulate --out fl-run",
+    "monai-forget fl simulate --data mnist --site-signature --method natural --clients 4 "
+    "--rounds 12 --withdraw-round 10 --out constructed",
+)
+#: Bounds appended to the FLARE runs: 2 rounds of 5 local steps, the withdrawal in the
+#: last, 2 generator iterations, 2 clients (the documented runs take minutes each).
+FL_BOUNDS = "--clients 2 --rounds 2 --withdraw-round 1 --local-steps 5 --iterations 2"
+
+CLI_COMMANDS = (
+    DEMO_COMMAND,
+    *README_DIGITS,
+    *CLUSTER,
+    *README_FILES,
+    *MEMORISATION_DOC,
+    *CANARY_DOC,
+    *PREPARE,
+    *FL,
+)
+
+
+def test_every_documented_command_is_run() -> None:
+    from test_bundles import BUNDLES, bundle_commands
+
+    documented = documented_commands()
+    bundle_docs = {f"bundles/{BUNDLES[b].name}/docs/README.md": b for b in BUNDLES}
+    missing = []
+    for command, files in documented.items():
+        for name in files:
+            if name in bundle_docs and command in bundle_commands(bundle_docs[name]):
+                continue
+            if command not in CLI_COMMANDS:
+                missing.append(f"{name}: {command}")
+    assert not missing, "documented commands no test runs:\n" + "\n".join(missing)
+    stale = [c for c in CLI_COMMANDS if c not in documented]
+    assert not stale, f"commands run here but documented nowhere: {stale}"
+    # The check reads what it must: commands split from && chains, continuation lines
+    # joined, comments dropped, prose and other languages left out.
+    assert commands_in(
+        "```bash\npip install x && monai-forget demo  # go\nmonai-forget a \\\n  b\n```\n"
+        "```json\nmonai-forget no\n```\nmonai-forget prose\n"
+    ) == ["monai-forget demo", "monai-forget a b"]
+
+
+# --- the README's digits examples -----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def digits_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What the README's audit commands read: target.pt (trained on providers A and C),
+    provider_c.npz, provider_a.npz (known members), calibration.npz, held_out.npz (known
+    non-members) and a data-only recipe.json, from scikit-learn's digits (bounded
+    training)."""
+    from monai_forget.data import concat
+    from monai_forget.demo import digits_split
+    from monai_forget.shadow import ShadowTrainer, SupervisedRecipe
+
+    root = tmp_path_factory.mktemp("readme")
+    spec = {"network": "mlp", "network_args": {"in_shape": [1, 8, 8], "num_classes": 10,
+            "hidden": [256]}, "steps": 300, "batch_size": 32}  # fmt: skip
+    sets = digits_split(seed=0)
+    target = ShadowTrainer(SupervisedRecipe.from_dict(spec)).train(
+        concat(sets["A"], sets["C"]), seed=0
+    )
+    torch.save(target.state_dict(), root / "target.pt")
+    named = {"provider_c": sets["C"], "provider_a": sets["A"], "calibration": sets["calibration"],
+             "held_out": sets["calibration"], "population": sets["B"]}  # fmt: skip
+    for name, data in named.items():
+        np.savez(root / f"{name}.npz", images=data.images, labels=data.labels)
+    (root / "recipe.json").write_text(json.dumps(spec))
+    return root
+
+
+@pytest.mark.parametrize("command", README_DIGITS, ids=["audit-ref", "audit-ks", "audit-ema"])
+def test_readme_digits_commands(command: str, digits_workspace: Path) -> None:
+    from monai_forget.cli.audit import EXIT_CODES
+
+    result = run_line(command, digits_workspace)
+    out = digits_workspace / command.split("--out ")[1].split()[0]
+    assert (out / "result.json").is_file(), check(result)
+    record = json.loads((out / "result.json").read_text())
+    # The exit code is the decision's; the target trained on D_Q (provider C).
+    assert result.returncode == EXIT_CODES[record["decision"]], result.stderr[-3000:]
+    if "audit reference" in command:
+        assert record["decision"] == "not forgotten", record["details"]
+        assert "p_member" in result.stdout
+    else:
+        assert record["decision"] in ("forgotten", "not forgotten")
+        assert "rho_" in result.stdout
+    assert (out / "report.html").is_file()
+    # Issue 16 item 15: shadow-model training (minutes at full size) reports progress.
+    assert "shadow model: training on" in result.stderr and "trained in" in result.stderr
+
+
+def test_reference_models_trained_by_array_tasks_are_only_read_by_the_audit(
+    digits_workspace: Path, tmp_path: Path
+) -> None:
+    from monai_forget.cli.audit import EXIT_CODES
+
+    def task(command: str, index: int, **replace: str) -> str:
+        env = environment(SLURM_ARRAY_TASK_ID=str(index))
+        return check(run_line(command, digits_workspace, env=env, replace=replace)).stdout
+
+    first, second = task(SHADOW_TASK, 0), task(SHADOW_TASK, 1)
+    assert [line.split(" (")[0] for line in (first + second).splitlines()] == [
+        f"job {i}: trained" for i in range(4)
+    ]
+    assert "job 0: cached" in task(SHADOW_TASK, 0)  # a re-run task only reads the cache
+    result = run_line(AUDIT_CLUSTER, digits_workspace)
+    record = json.loads((digits_workspace / "audit_c_cluster" / "result.json").read_text())
+    assert result.returncode == EXIT_CODES[record["decision"]], result.stderr[-3000:]
+    assert "shadow model: training on" not in result.stderr  # every reference model cached
+    # The same audit training its reference models itself decides the same.
+    elsewhere = {"audit-cache": str(tmp_path / "local"), "audit_c_cluster/": str(tmp_path / "out")}
+    local = run_line(AUDIT_CLUSTER, digits_workspace, replace=elsewhere)
+    assert "shadow model: training on" in local.stderr
+    again = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert again["decision"] == record["decision"]
+    assert again["statistic"] == pytest.approx(record["statistic"], abs=1e-2)
+    # The Slurm script's task 1 trains reference models 4..7 of its own cache.
+    out = task(SHADOW_SLURM, 1, **{"/shared/audit-cache": str(tmp_path / "cache")})
+    assert [line.split(":")[0] for line in out.splitlines()] == [f"job {i}" for i in range(4, 8)]
+    assert len(list((tmp_path / "cache" / "shadow").glob("*.pt"))) == 4
+
+
+# --- the README's other examples and docs/memorisation.md -----------------------------
+
+
+def _probes(path: Path, n: int = 24) -> None:
+    rng = np.random.default_rng(0)
+    np.savez(path, images=rng.random((n, 1, 28, 28), dtype=np.float32),
+             labels=rng.integers(0, 2, n))  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def files_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from pydicom_files import real_file
+    from test_data_prep_cxr import make_npz
+
+    from monai_forget.networks import get_network
+
+    root = tmp_path_factory.mktemp("files")
+    shutil.copyfile(real_file("CT_small.dcm"), root / "ct.dcm")
+    make_npz(root / "pneumoniamnist.npz")
+    torch.manual_seed(0)
+    for name, network in (("m.pt", "mlp-1"), ("model.pt", "cnn-1")):
+        model = get_network(network, in_shape=(1, 28, 28), num_classes=2)
+        torch.save(model.state_dict(), root / name)
+    _probes(root / "ood.npz")
+    _probes(root / "probes.npz")
+    (root / "names.csv").write_text("name\nMARY\nANNA\nJOHN\n")
+    (root / "roster.csv").write_text("name\nANNA\nEVE\nBOB\n")
+    return root
+
+
+@pytest.mark.parametrize("command", README_FILES + MEMORISATION_DOC)
+def test_readme_and_memorisation_commands(command: str, files_workspace: Path) -> None:
+    workspace = files_workspace / str(abs(hash(command)))
+    shutil.copytree(files_workspace, workspace, ignore=shutil.ignore_patterns("[0-9]*"))
+    result = check(run_line(command, workspace))
+    if "canary inject" in command:
+        assert (workspace / "ct_canary.dcm").is_file()
+        assert (workspace / "ct_canary.dcm.manifest.json").is_file()
+    elif "prepare medmnist" in command:
+        datalist = json.loads((workspace / "pneumoniamnist.json").read_text())
+        assert len(datalist["training"]) == 6 and (workspace / "png").is_dir()
+    elif "memorisation scan" in command:
+        assert (workspace / "scan" / "leak_scan.json").is_file()
+    else:
+        assert "p =" in result.stdout
+
+
+# --- docs/dicom_canary.md -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small study tree of real DICOM files: series1/IM0001, series2/IM0042, ..."""
+    from pydicom_files import real_file
+
+    root = tmp_path_factory.mktemp("canary")
+    tree = {"series1/IM0001": "CT_small.dcm", "series2/IM0042": "CT_small.dcm",
+            "series2/IM0043": "CT_small.dcm"}  # fmt: skip
+    for name, source in tree.items():
+        (root / "study" / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(real_file(source), root / "study" / name)
+    return root
+
+
+@pytest.mark.parametrize("command", CANARY_DOC)
+def test_dicom_canary_commands(command: str, study: Path) -> None:
+    from pydicom_files import real_file
+
+    workspace = study / str(abs(hash(command)))
+    shutil.copytree(study / "study", workspace / "study")
+    env = environment(CT=str(real_file("CT_small.dcm")))
+    before = {p: p.read_bytes() for p in (workspace / "study").rglob("*") if p.is_file()}
+    result = check(run_line(command, workspace, env=env))
+    assert {p: p.read_bytes() for p in before} == before  # inputs untouched
+    out = workspace / command.split()[4] if "study/" in command else workspace / "ct_canary.dcm"
+    if "--dry-run" in command:
+        assert not out.exists() and result.stdout.startswith("would write 3 file(s)")
+    else:
+        assert out.exists()
+
+
+# --- data_prep/README.md and the Kermany example of the chest X-ray bundle -----------
+
+
+@pytest.fixture(scope="module")
+def layouts(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Synthetic copies of the layouts this project has no data for, standing for the
+    documented paths, and a site map for the real ACDC release."""
+    from test_data_prep_acdc import make_acdc
+    from test_data_prep_cxr import make_covidx, make_kermany, make_rsna
+
+    root = tmp_path_factory.mktemp("layouts")
+    (root / "field_strength.csv").write_text(
+        "patient,site\n"
+        + "".join(f"patient{i:03d},{'1.5T' if i % 2 else '3T'}\n" for i in range(1, 101))
+    )
+    return {
+        "/data/ACDC/database": str(make_acdc(root / "database")),
+        "/data/chest_xray": str(make_kermany(root / "chest_xray")),
+        "/data/covidx": str(make_covidx(root / "covidx")),
+        "/data/rsna-pneumonia": str(make_rsna(root / "rsna-pneumonia")),
+        "field_strength.csv": str(root / "field_strength.csv"),
+    }
+
+
+@pytest.mark.parametrize("command", PREPARE)
+def test_data_preparation_commands(
+    command: str, layouts: dict[str, str], shared_data: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "work").mkdir()
+    (tmp_path / "data").mkdir()
+    before = {p: p.stat().st_mtime_ns for p in Path(layouts["/data/chest_xray"]).rglob("*")}
+    check(run_line(command, tmp_path, replace=layouts, env=environment(shared_data)))
+    output = tmp_path / command.split(" -o ")[1].split()[0]
+    datalist = json.loads(output.read_text())
+    assert datalist["training"] and "provenance" in datalist
+    assert {p: p.stat().st_mtime_ns for p in before} == before
+
+
+# --- docs/unlearning.md and README: NVIDIA FLARE --------------------------------------
+
+
+@pytest.mark.fl
+@pytest.mark.slow
+@pytest.mark.parametrize("command", FL, ids=["acdc", "mnist-constructed"])
+def test_federated_commands(command: str, shared_data: Path, tmp_path: Path) -> None:
+    pytest.importorskip("nvflare", reason="NVIDIA FLARE is not installed")
+    extra = FL_BOUNDS + (" --per-client 40" if "--data mnist" in command else "")
+    result = check(run_line(command, tmp_path, extra=extra, env=environment(shared_data)))
+    out = tmp_path / command.split("--out ")[1].split()[0]
+    assert (out / "report.html").is_file() and (out / "results.json").is_file(), result.stdout

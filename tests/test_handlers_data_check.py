@@ -1,0 +1,103 @@
+"""Evaluation-time audits on the right data: the handlers check the evaluated samples
+against the audited ones by content (order-free), and the reference-model handler,
+run over the audit set, reproduces the offline audit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from monai.engines import SupervisedEvaluator
+
+from monai_forget.audit import KSAuditor, ReferenceModelAuditor
+from monai_forget.data import concat, load_digits
+from monai_forget.handlers import KSCalibratedRatio, ReferenceModelAudit, batch_output
+from monai_forget.shadow import ShadowTrainer, SupervisedRecipe
+
+RECIPE = SupervisedRecipe(
+    network="mlp",
+    network_args={"in_shape": (1, 8, 8), "num_classes": 10, "hidden": (64,)},
+    steps=200,
+    batch_size=32,
+)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    torch.set_num_threads(1)
+    cache = tmp_path_factory.mktemp("check_cache")
+    digits = load_digits()
+    calibration, providers = digits.split(0.4, seed=0)
+    query, other = providers.split(200 / len(providers), seed=0)
+    target = ShadowTrainer(RECIPE, cache_dir=cache).train(concat(query, other), seed=1)
+    ks = KSAuditor(recipe=RECIPE, cache_dir=cache).fit_reference(query, calibration)
+    return {"cache": cache, "query": query, "other": other, "calibration": calibration,
+            "target": target, "ks": ks}  # fmt: skip
+
+
+def _evaluate(setup, data, handler, loader_kwargs=None) -> dict:
+    loader = torch.utils.data.DataLoader(data.to_dataset(), batch_size=64, **(loader_kwargs or {}))
+    evaluator = SupervisedEvaluator(
+        device=torch.device("cpu"),
+        val_data_loader=loader,
+        network=setup["target"],
+        key_val_metric={"stat": handler},
+    )
+    evaluator.run()
+    return evaluator.state.metrics
+
+
+def _ks_handler(setup, on_mismatch="error") -> KSCalibratedRatio:
+    return KSCalibratedRatio(
+        setup["ks"].query_confidence,
+        setup["ks"].calibration_confidence,
+        from_logits=True,
+        output_transform=batch_output(image_key="image"),
+        query_hashes=setup["query"].sample_hashes,
+        on_mismatch=on_mismatch,
+    )
+
+
+def test_the_whole_query_set_in_any_order_passes(setup) -> None:
+    shuffled = setup["query"].subset(np.random.default_rng(0).permutation(len(setup["query"])))
+    in_order = _evaluate(setup, setup["query"], _ks_handler(setup))["stat"]
+    assert _evaluate(setup, shuffled, _ks_handler(setup))["stat"] == pytest.approx(in_order)
+
+
+def test_a_partial_query_set_is_refused_naming_the_gap(setup) -> None:
+    with pytest.raises(ValueError, match=r"160 of the 200 samples of the audited D_Q were not"):
+        _evaluate(setup, setup["query"].subset(slice(0, 40)), _ks_handler(setup))
+    with pytest.warns(UserWarning, match="were not evaluated"):
+        _evaluate(setup, setup["query"].subset(slice(0, 40)), _ks_handler(setup, "warn"))
+
+
+def test_repeated_and_foreign_samples_are_refused(setup) -> None:
+    padded = setup["query"].concat(setup["query"].subset(slice(0, 3)))  # DistributedSampler-like
+    with pytest.raises(ValueError, match=r"3 evaluation.s. repeated a sample"):
+        _evaluate(setup, padded, _ks_handler(setup))
+    swapped = setup["query"].subset(slice(0, 190)).concat(setup["other"].subset(slice(0, 10)))
+    with pytest.raises(ValueError, match=r"10 evaluated sample.s. are not in the audited D_Q"):
+        _evaluate(setup, swapped, _ks_handler(setup))
+    with pytest.raises(ValueError, match="without their image"):
+        handler = _ks_handler(setup)
+        handler._output_transform = batch_output()  # the images are not handed over
+        _evaluate(setup, setup["query"], handler)
+
+
+def test_reference_model_handler_reproduces_the_offline_audit(setup) -> None:
+    auditor = ReferenceModelAuditor(recipe=RECIPE, cache_dir=setup["cache"], n_references=2)
+    members, nonmembers = setup["other"], setup["calibration"]
+    offline = auditor.audit(setup["target"], setup["query"], (members, nonmembers))
+    audit_set = concat(*(auditor.roles_[r] for r in ("nonmembers", "query", "members")))
+    handler = ReferenceModelAudit(auditor.reference_, from_logits=True)
+    metrics = _evaluate(setup, audit_set, handler, {"shuffle": False})
+    online = handler.metric_fn.last_result
+    assert metrics["stat"] == pytest.approx(offline.statistic, rel=1e-9, abs=1e-300)
+    assert metrics["stat_power"] == pytest.approx(offline.details["power"], rel=1e-9)
+    assert online.decision == offline.decision
+    with pytest.raises(ValueError, match="were not evaluated"):
+        _evaluate(
+            setup,
+            audit_set.subset(slice(0, len(audit_set) - 5)),
+            ReferenceModelAudit(auditor.reference_),
+        )
