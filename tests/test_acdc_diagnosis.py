@@ -1,13 +1,11 @@
 """ACDC as a cardiologist's pipeline: volumes from slice entries (with the errors a
-volume pipeline needs), clinical features, the diagnosis classifier, and the
-pathology bundle's diagnosis configs run as a user types them."""
+volume pipeline needs), clinical features and the diagnosis classifier. The pathology
+bundle's diagnosis configs run as a user types them in tests/test_segmentation_bundle.py
+(the segmentation bundle's docs show them)."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import h5py
@@ -25,11 +23,6 @@ from monai_forget.acdc import (
     read_volume,
 )
 from monai_forget.data_prep.reading import LoadReferencedSliced
-
-REPO = Path(__file__).resolve().parents[1]
-#: the documented datalist: two seeded random providers, seed 0
-SEEDED = ["--random-sites", "2", "--seed", "0"]
-PATHOLOGY = REPO / "bundles" / "acdc_pathology_classification"
 
 
 def _disc(shape: tuple[int, int], centre: tuple[float, float], radius: float) -> np.ndarray:
@@ -246,54 +239,3 @@ def test_classifier_matches_scikit_learn_and_round_trips(tmp_path: Path) -> None
         DiagnosisClassifier().fit(x[labels < 4], labels[labels < 4])
     with pytest.raises(FileNotFoundError, match=r"diagnosis_train\.json"):
         DiagnosisClassifier.load(tmp_path / "none.json")
-
-
-# --------------------------------------------------------------------------------------
-# The pathology bundle's diagnosis configs, as a user types them
-# --------------------------------------------------------------------------------------
-
-
-def _bundle_run(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(REPO), MPLBACKEND="Agg")
-    return subprocess.run(
-        [sys.executable, "-m", "monai.bundle", "run", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-
-
-def test_diagnosis_configs_from_expert_masks(shared_data: Path, tmp_path: Path) -> None:
-    """diagnosis_train.json on the 80 training and validation patients, diagnosis.json on
-    the 20 test patients (expert masks). Measured: 19 of 20 (0.95)."""
-    from monai_forget.cli import main as cli
-
-    datalist = tmp_path / "acdc.json"
-    assert (
-        cli(["prepare", "acdc-h5", str(shared_data / "acdc_ssl4mis"), "-o", str(datalist), *SEEDED])
-        == 0
-    )
-    classifier = tmp_path / "diagnosis.json"
-    common = ["--data_file", str(datalist), "--classifier_file", str(classifier)]
-    done = _bundle_run(PATHOLOGY, "--config_file", "configs/diagnosis_train.json", *common)
-    assert done.returncode == 0, done.stderr[-3000:]
-    trained = json.loads(classifier.read_text())["training"]
-    assert trained["patients"] == 80 and trained["cv_accuracy_mean"] > 0.8
-    out = tmp_path / "diagnosis_test"
-    done = _bundle_run(
-        PATHOLOGY, "--config_file", "configs/diagnosis.json", *common, "--output_dir", str(out)
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["patients"] == 20 and metrics["mask_source"] == "expert"
-    assert metrics["accuracy"] >= 0.85, metrics
-    assert np.sum(metrics["confusion_matrix"]) == 20
-    rows = (out / "diagnosis.csv").read_text().splitlines()
-    assert rows[0].startswith("patient,group,predicted,p_NOR") and len(rows) == 21
-    # Outputs are never replaced silently.
-    done = _bundle_run(
-        PATHOLOGY, "--config_file", "configs/diagnosis.json", *common, "--output_dir", str(out)
-    )
-    assert done.returncode != 0 and "FileExistsError" in done.stderr
