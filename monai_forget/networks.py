@@ -255,10 +255,11 @@ class LiuTsaftarisCNN(nn.Module):
         self.head = nn.Linear(prev * (size[0] // 8) * (size[1] // 8), int(num_classes))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if tuple(x.shape[-2:]) != self.spatial_size:
+        height, width = x.shape[-2], x.shape[-1]  # TorchScript: no tuple() of a shape
+        if height != self.spatial_size[0] or width != self.spatial_size[1]:
             raise ValueError(
                 f"LiuTsaftarisCNN was built for {self.spatial_size[0]}x{self.spatial_size[1]} "
-                f"inputs, got {tuple(x.shape[-2:])}; crop or resize the images (e.g. "
+                f"inputs, got ({height}, {width}); crop or resize the images (e.g. "
                 "monai.transforms.CenterSpatialCrop) or build it with that spatial_size"
             )
         return self.head(torch.flatten(self.features(x), 1))

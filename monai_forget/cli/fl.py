@@ -17,7 +17,7 @@ from pathlib import Path
 from monai_forget.cli.options import add_run_arguments
 from monai_forget.defaults import FORSAKEN_GENERATOR
 
-DATASETS = ("acdc", "pneumoniamnist", "mnist")
+DATASETS = ("acdc", "acdc-features", "pneumoniamnist", "mnist")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,8 +37,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--data",
         choices=DATASETS,
         default="acdc",
-        help="acdc: providers are disjoint patient groups (pathology, 5 classes); "
-        "pneumoniamnist / mnist: random sample partitions (default %(default)s)",
+        help="acdc: providers are disjoint patient groups (pathology, 5 classes, 32x32 "
+        "slices); acdc-features: the same groups, one sample per patient (clinical "
+        "features of its ED/ES masks, all 100 patients); pneumoniamnist / mnist: random "
+        "sample partitions (default %(default)s)",
     )
     data.add_argument(
         "--clients",
@@ -49,8 +51,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     data.add_argument(
         "--patients-per-class",
         type=int,
-        default=1,
-        help="acdc: patients of each class per provider (default %(default)s)",
+        default=None,
+        help="acdc / acdc-features: patients of each class per provider (default 1 / 3)",
     )
     data.add_argument(
         "--size", type=int, default=32, help="acdc: slice height and width (default %(default)s)"
@@ -136,11 +138,15 @@ def _check(args: argparse.Namespace) -> None:
         raise ValueError(f"remaining provider {args.remaining!r} is not one of {sites}")
     if args.remaining == args.withdraw:
         raise ValueError("--remaining must be a provider that stays, not the withdrawing one")
-    if args.site_signature and args.data == "acdc":
+    if args.site_signature and args.data.startswith("acdc"):
         raise ValueError(
             "--site-signature is a constructed scenario for pneumoniamnist / mnist; ACDC "
             "providers differ by their patients"
         )
+
+
+def _or(value: int | None, default: int) -> int:
+    return default if value is None else value
 
 
 def run_simulate(args: argparse.Namespace) -> int:
@@ -157,6 +163,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     except ImportError as err:  # pragma: no cover - depends on the install
         raise UserError("NVIDIA FLARE is not installed: pip install 'monai-forget[fl]'") from err
     from monai_forget.fl.run import (
+        acdc_feature_federation,
         acdc_federation,
         mlp_config,
         sample_federation,
@@ -184,8 +191,14 @@ def run_simulate(args: argparse.Namespace) -> int:
         federation = acdc_federation(
             size=args.size,
             n_clients=args.clients,
-            patients_per_class=args.patients_per_class,
+            patients_per_class=_or(args.patients_per_class, 1),
             centre=not args.no_centre,
+            seed=args.seed,
+        )
+    elif args.data == "acdc-features":
+        federation = acdc_feature_federation(
+            n_clients=args.clients,
+            patients_per_class=_or(args.patients_per_class, 3),
             seed=args.seed,
         )
     else:

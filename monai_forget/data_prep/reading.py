@@ -17,6 +17,7 @@ import nibabel as nib
 import numpy as np
 from monai.transforms import MapTransform
 
+from monai_forget.acdc.volumes import check_mask_labels
 from monai_forget.data_prep.acdc_h5 import H5_KEYS
 
 
@@ -74,7 +75,10 @@ class LoadReferencedSliced(MapTransform):
     """Dictionary transform: replace ``image``/``seg`` paths by the referenced arrays.
 
     Adds a leading channel dimension, so the output suits MONAI's channel-first
-    transforms (``RandSpatialCropd`` etc.) directly.
+    transforms (``RandSpatialCropd`` etc.) directly. Keys in ``mask_keys`` hold ACDC
+    segmentations: values outside 0-3 are refused with the patient and the file named.
+    A key other than ``image``/``seg`` reads the h5 dataset of that name (``label``:
+    the mask), so a segmentation pipeline can load the mask straight into ``label``.
     """
 
     def __init__(
@@ -82,13 +86,18 @@ class LoadReferencedSliced(MapTransform):
         keys: Sequence[Hashable] = ("image",),
         dtype: np.dtype | type | None = np.float32,
         allow_missing_keys: bool = False,
+        mask_keys: Sequence[Hashable] = (),
     ) -> None:
         super().__init__(keys, allow_missing_keys)
         self.dtype = dtype
+        self.mask_keys = tuple(mask_keys)
 
     def __call__(self, data: Mapping[Hashable, Any]) -> dict[Hashable, Any]:
         d = dict(data)
         for key in self.key_iterator(d):
-            array = read_array(d, str(key))[None]
-            d[key] = array.astype(self.dtype) if self.dtype is not None else array
+            array = read_array(d, str(key))
+            if key in self.mask_keys:
+                where = f"{d.get('patient', '?')} {d.get('phase') or ''} slice {d.get('slice')}"
+                check_mask_labels(array, f"{where.strip()}, {d[key]}")
+            d[key] = array[None].astype(self.dtype) if self.dtype is not None else array[None]
         return d

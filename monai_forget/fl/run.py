@@ -38,6 +38,7 @@ from monai_forget.unlearning.scenario import (
 __all__ = [
     "DEFAULT_GENERATOR",
     "WithdrawalOutcome",
+    "acdc_feature_federation",
     "acdc_federation",
     "audit_recipe",
     "federated_oracle",
@@ -79,6 +80,40 @@ def acdc_federation(
         n_clients=n_clients,
         patients_per_class=patients_per_class,
         centre=centre,
+        seed=seed,
+    )
+
+
+def acdc_feature_federation(
+    root: str | os.PathLike | None = None,
+    *,
+    n_clients: int = 3,
+    patients_per_class: int = 3,
+    seed: int = 0,
+    data: LabelledImages | None = None,
+) -> Federation:
+    """ACDC patient diagnosis from clinical features: a federated task that generalises.
+
+    Each sample is one patient: the spacing-free features of the expert ED and ES masks
+    (:func:`monai_forget.acdc.release.expert_feature_rows`, Isensee et al. 2017), as a
+    ``(1, 1, F)`` vector labelled with the patient's group. All 100 patients of the
+    SSL4MIS release take part: ``n_clients`` providers x ``patients_per_class`` patients
+    per group (by default 3 x 15), 2 calibration and 4 oracle-shadow patients per group,
+    the rest (5 per group) is the test set. Features are standardised with the
+    calibration patients' mean and deviation. ``data`` skips the loading
+    (:func:`monai_forget.acdc.release.feature_images` computed beforehand).
+    """
+    from monai_forget.acdc.release import expert_feature_rows, feature_images
+    from monai_forget.data import data_root
+
+    if data is None:
+        data = feature_images(expert_feature_rows(root or data_root()))
+    return build_patient_federation(
+        data,
+        n_clients=n_clients,
+        patients_per_class=patients_per_class,
+        centre=True,
+        scale=True,
         seed=seed,
     )
 

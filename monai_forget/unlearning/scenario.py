@@ -123,6 +123,7 @@ def build_patient_federation(
     shadow_per_class: int = 4,
     group_of: Callable[[str], str] = patient_id,
     centre: bool = True,
+    scale: bool = False,
     seed: int = 0,
 ) -> Federation:
     """Providers made of disjoint patient groups, stratified by the patients' class.
@@ -154,6 +155,8 @@ def build_patient_federation(
             members, half non-members).
         group_of: Sample id -> patient (default: ACDC's ``patientNNN`` prefix).
         centre: Subtract the calibration patients' mean image from every image.
+        scale: Also divide by the calibration patients' standard deviation (per pixel;
+            for feature vectors of different units, e.g. the ACDC clinical features).
         seed: Seeds which patients go where.
 
     Raises:
@@ -204,9 +207,11 @@ def build_patient_federation(
     groups["calibration"] = groups["calibration_members"] + groups["calibration_nonmembers"]
     if not groups["test"]:
         raise ValueError("no patient is left for the test set; lower the per-class counts")
-    if centre:
-        reference = data.subset(np.isin(patients, groups["calibration"]))
-        data = _shift(data, reference.images.mean(axis=0, keepdims=True))
+    if centre or scale:
+        reference = data.subset(np.isin(patients, groups["calibration"])).images
+        offset = reference.mean(axis=0, keepdims=True) if centre else 0.0
+        spread = reference.std(axis=0, keepdims=True) if scale else 1.0
+        data = _shift(data, offset, np.where(spread > 0, spread, 1.0) if scale else 1.0)
     sets = {name: data.subset(np.isin(patients, ps)) for name, ps in groups.items()}
     clients = {n: sets[n] for n in names}
     split = (sets["calibration_members"], sets["calibration_nonmembers"])
@@ -227,15 +232,25 @@ def build_patient_federation(
             f"EMA), oracle shadow {len(groups['shadow_members'])} members + "
             f"{len(groups['shadow_nonmembers'])} non-members (patients), test "
             f"{len(groups['test'])} patients ({len(sets['test'])} slices); "
-            f"{'inputs centred on the calibration mean image' if centre else 'raw inputs'}"
+            f"{_preprocessing(centre, scale)}"
             f"; seed {seed}"
         ),
     )
 
 
-def _shift(data: LabelledImages, offset: np.ndarray) -> LabelledImages:
-    """``data`` with ``offset`` subtracted from every image."""
-    images = (data.images - offset).astype(np.float32)
+def _preprocessing(centre: bool, scale: bool) -> str:
+    if centre and scale:
+        return "inputs standardised with the calibration patients' mean and deviation"
+    if centre:
+        return "inputs centred on the calibration mean image"
+    return "inputs divided by the calibration deviation" if scale else "raw inputs"
+
+
+def _shift(
+    data: LabelledImages, offset: np.ndarray | float, spread: np.ndarray | float = 1.0
+) -> LabelledImages:
+    """``data`` with ``offset`` subtracted from every image, divided by ``spread``."""
+    images = ((data.images - offset) / spread).astype(np.float32)
     return LabelledImages(images, data.labels, data.ids, data.num_classes)
 
 

@@ -1,0 +1,443 @@
+"""Benchmark: ACDC as cardiologists' pipelines do it, on the 20 held-out test patients.
+
+Runs the documented command lines of ``bundles/acdc_segmentation`` and of the pathology
+bundle's diagnosis configs (``python -m monai.bundle run ...`` in subprocesses, as a
+user types them) in a work folder, then prints (markdown):
+
+1. segmentation, ``cpu`` profile: training time (wall and CPU), 3D Dice and in-plane
+   HD95 per structure and phase on the test volumes; the ``full`` profile's measured
+   time per training step (and per epoch) on this machine;
+2. diagnosis (Isensee et al. 2017 features -> logistic regression) on the test
+   patients from the predicted masks and from the expert masks, beside the slice
+   classifier of Liu & Tsaftaris (the pathology bundle, figures of its docs);
+3. the withdrawal scenario on the segmentation bundle (``--audit-profile``): (a)
+   trained with provider ``random2``, (b) retrained without it, both audited with K-S
+   and EMA on per-image scores;
+4. the federated feature task (``monai_forget.fl.run.acdc_feature_federation``): test
+   accuracy of FedAvg in one process for seeds 0-2 and of one NVIDIA FLARE run.
+
+Every step whose output exists is skipped, so an interrupted run resumes (training
+itself resumes from its last epoch). Run::
+
+    python benchmarks/acdc_pipeline.py --workdir /tmp/acdc_pipeline \
+        --out benchmarks/results/acdc_pipeline.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from _markdown import log, say, write  # benchmarks/_markdown.py, next to this script
+
+REPO = Path(__file__).resolve().parents[1]
+#: the documented datalist: two seeded random providers, seed 0
+SEEDED = ["--random-sites", "2", "--seed", "0"]
+SEG = REPO / "bundles" / "acdc_segmentation"
+PATHOLOGY = REPO / "bundles" / "acdc_pathology_classification"
+STRUCTURES = ("RV", "MYO", "LV")
+PROVIDER = "random2"
+#: The design of the withdrawal scenario's five models (target (a), (b), query shadow,
+#: calibration shadow, EMA reference): the cpu profile's network, smaller patches and
+#: a shorter budget, so the five trainings fit a shared 2-core machine.
+AUDIT_PROFILE = {"patch_size": 64, "epochs": 20, "steps_per_epoch": 42}
+TIMES: dict[str, dict[str, float]] = {}
+
+
+def bundle(step: str, cwd: Path, *args: str, outputs: Path) -> None:
+    """Run ``python -m monai.bundle <args>`` unless ``outputs`` exists; time it."""
+    if outputs.exists():
+        log(f"skip {step}: {outputs} exists")
+        return
+    log(f"{step} ...")
+    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONWARNINGS="ignore")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.time()
+    done = subprocess.run(
+        [sys.executable, "-m", "monai.bundle", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise RuntimeError(f"{step} failed:\n{done.stderr[-5000:]}")
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    TIMES[step] = {"wall_s": time.time() - start, "cpu_s": cpu}
+
+
+def per_phase(details: Path) -> dict[str, dict[str, float]]:
+    """Mean per-volume Dice / HD95 per structure for ED, ES and both."""
+    rows = list(csv.DictReader(details.open()))
+    out = {}
+    for phase in ("ED", "ES", "ED+ES"):
+        sel = [r for r in rows if phase == "ED+ES" or r["phase"] == phase]
+        out[phase] = {
+            f"{m}_{s}": float(np.nanmean([float(r[f"{m}_{s}"]) for r in sel]))
+            for m in ("dice", "hd95")
+            for s in STRUCTURES
+        }
+        out[phase]["volumes"] = len(sel)
+    return out
+
+
+def segmentation(work: Path, data: list[str]) -> dict:
+    model = work / "models" / "cpu" / "model.pt"
+    cpu = "['configs/train.json','configs/cpu.json']"
+    bundle(
+        "train cpu profile",
+        SEG,
+        "run",
+        "--config_file",
+        cpu,
+        *data,
+        "--ckpt_file",
+        str(model),
+        outputs=model,
+    )
+    evaluation = work / "eval" / "test_cpu"
+    bundle(
+        "evaluate cpu profile",
+        SEG,
+        "run",
+        "--config_file",
+        "['configs/train.json','configs/cpu.json','configs/evaluate.json']",
+        *data,
+        "--ckpt_file",
+        str(model),
+        "--output_dir",
+        str(evaluation),
+        outputs=evaluation / "metrics.json",
+    )
+    masks = work / "inference" / "test_cpu"
+    bundle(
+        "segment the test patients (NIfTI)",
+        SEG,
+        "run",
+        "--config_file",
+        "['configs/inference.json','configs/cpu.json']",
+        *data,
+        "--ckpt_file",
+        str(model),
+        "--output_dir",
+        str(masks),
+        outputs=masks,
+    )
+    timing = work / "models" / "full_timing.pt"
+    bundle(
+        "full profile: 1 epoch of 10 steps",
+        SEG,
+        "run",
+        "--config_file",
+        "configs/train.json",
+        *data,
+        "--ckpt_file",
+        str(timing),
+        "--epochs",
+        "1",
+        "--steps_per_epoch",
+        "10",
+        "--val_interval",
+        "100",
+        outputs=timing,
+    )
+    return {
+        "train": json.loads(model.with_name("model_train.json").read_text()),
+        "metrics": json.loads((evaluation / "metrics.json").read_text()),
+        "phases": per_phase(evaluation / "per_volume.csv"),
+        "full": json.loads(timing.with_name("full_timing_train.json").read_text()),
+        "masks": masks,
+    }
+
+
+def diagnosis(work: Path, data: list[str], masks: Path) -> dict:
+    classifier = work / "models" / "diagnosis.json"
+    common = [*data, "--classifier_file", str(classifier)]
+    bundle(
+        "fit the diagnosis classifier (expert masks, 80 patients)",
+        PATHOLOGY,
+        "run",
+        "--config_file",
+        "configs/diagnosis_train.json",
+        *common,
+        outputs=classifier,
+    )
+    out = {}
+    for source, extra in (("expert", []), ("predicted", ["--mask_dir", str(masks)])):
+        folder = work / "eval" / f"diagnosis_test_{source}"
+        bundle(
+            f"diagnose the test patients ({source} masks)",
+            PATHOLOGY,
+            "run",
+            "--config_file",
+            "configs/diagnosis.json",
+            *common,
+            *extra,
+            "--output_dir",
+            str(folder),
+            outputs=folder / "metrics.json",
+        )
+        out[source] = json.loads((folder / "metrics.json").read_text())
+    out["training"] = json.loads(classifier.read_text())["training"]
+    return out
+
+
+def withdrawal(work: Path, data: list[str]) -> dict:
+    overrides = [x for k, v in AUDIT_PROFILE.items() for x in (f"--{k}", str(v))]
+    cpu = "['configs/train.json','configs/cpu.json']"
+    models = {
+        "a": work / "models" / "audit" / "with.pt",
+        "b": work / "models" / "audit" / "without.pt",
+    }
+    bundle(
+        "withdrawal (a): train with the provider",
+        SEG,
+        "run",
+        "--config_file",
+        cpu,
+        *data,
+        "--ckpt_file",
+        str(models["a"]),
+        *overrides,
+        outputs=models["a"],
+    )
+    bundle(
+        "withdrawal (b): retrain without the provider",
+        SEG,
+        "run",
+        "--config_file",
+        cpu,
+        *data,
+        "--ckpt_file",
+        str(models["b"]),
+        "--exclude_sites",
+        f"['{PROVIDER}']",
+        *overrides,
+        outputs=models["b"],
+    )
+    out = {}
+    for case, scenario in (("a", "trained with the provider"), ("b", "retrained without it")):
+        folder = work / "audit" / f"{PROVIDER}_{case}"
+        bundle(
+            f"withdrawal ({case}): audit",
+            SEG,
+            "run",
+            "--config_file",
+            "['configs/train.json','configs/cpu.json','configs/audit.json']",
+            *data,
+            "--target_ckpt",
+            str(models[case]),
+            "--scenario",
+            scenario,
+            "--output_dir",
+            str(folder),
+            "--cache_dir",
+            str(work / "cache"),
+            "--shadow_settings",
+            repr(AUDIT_PROFILE),
+            *overrides,
+            outputs=folder / "scores.json",
+        )
+        out[case] = {m: json.loads((folder / f"{m}.json").read_text()) for m in ("ks", "ema")}
+        out[case]["by_score"] = json.loads((folder / "scores.json").read_text())["by_score"]
+        out[case]["train"] = json.loads(
+            models[case].with_name(models[case].stem + "_train.json").read_text()
+        )
+    return out
+
+
+def fedavg(clients, config, seed: int):
+    """FedAvg in one process over the federation's own providers (the clients' local
+    recipe, equal weights), seeded."""
+    import copy
+
+    import torch
+
+    recipe = config.recipe()
+    torch.manual_seed(seed)
+    model = recipe.build()
+    for r in range(config.rounds):
+        states = []
+        for i, part in enumerate(clients):
+            local = copy.deepcopy(model)
+            recipe.fit(local, part, seed=seed * 100_003 + r * 1_009 + i, device=torch.device("cpu"))
+            states.append(local.state_dict())
+        model.load_state_dict({k: sum(s[k] for s in states) / len(states) for k in states[0]})
+    return model
+
+
+def federation(root: Path, work: Path) -> dict:
+    import torch
+
+    from monai_forget.acdc.release import expert_feature_rows, feature_images
+    from monai_forget.fl.job import run_federated
+    from monai_forget.fl.run import acdc_feature_federation, mlp_config
+    from monai_forget.inference import predict
+
+    def accuracy(model: torch.nn.Module, data) -> float:
+        return float(np.mean(predict(model, data).probs.argmax(1) == data.labels))
+
+    log("federated feature task ...")
+    images = feature_images(expert_feature_rows(root))
+    out: dict = {"in_process": {}}
+    for seed in (0, 1, 2):
+        fed = acdc_feature_federation(data=images, seed=seed)
+        config = mlp_config(fed, seed=seed)
+        model = fedavg(fed.clients.values(), config, seed)
+        out["in_process"][seed] = {"test": accuracy(model, fed.test), "test_size": len(fed.test)}
+        if seed == 0:
+            out["description"] = fed.description
+            start = time.time()
+            run = run_federated(fed.clients, config, work / "flare_features")
+            out["flare"] = {
+                "test": accuracy(run.global_model, fed.test),
+                "seconds": time.time() - start,
+            }
+    return out
+
+
+def report(seg: dict, diag: dict, audit: dict | None, fed: dict | None) -> None:
+    say("## Segmentation (`bundles/acdc_segmentation`), cpu profile, seed 0")
+    say()
+    t = seg["train"]
+    say(
+        f"Training: {t['epochs']} epochs x {t['iterations_per_epoch']} steps, "
+        f"{t['training_data']['entries']} slices of {t['training_data']['patients']} patients; "
+        f"{t['seconds_total'] / 60:.1f} min wall ({t['seconds_per_epoch']:.0f} s/epoch); "
+        f"CPU {TIMES.get('train cpu profile', {}).get('cpu_s', float('nan')) / 60:.1f} min."
+    )
+    say()
+    say(
+        "| phase | volumes | Dice RV | Dice MYO | Dice LV | mean Dice "
+        "| HD95 RV | HD95 MYO | HD95 LV |"
+    )
+    say("|---|---|---|---|---|---|---|---|---|")
+    for phase, m in seg["phases"].items():
+        dice = [m[f"dice_{s}"] for s in STRUCTURES]
+        say(
+            f"| {phase} | {m['volumes']} | "
+            + " | ".join(f"{d:.3f}" for d in dice)
+            + f" | {np.mean(dice):.3f} | "
+            + " | ".join(f"{m[f'hd95_{s}']:.2f}" for s in STRUCTURES)
+            + " |"
+        )
+    mean = seg["metrics"]["metrics"]["mean_dice"]
+    say()
+    say(
+        f"Mean Dice over LV, RV, MYO (ED and ES volumes): **{mean:.3f}**; target >= 0.80 "
+        f"(cpu profile): **{'met' if mean >= 0.80 else 'missed'}**. HD95 in pixels."
+    )
+    f = seg["full"]
+    say()
+    say(
+        f"Full profile (`train.json` alone): measured {f['seconds_total'] / f['iterations']:.2f} s "
+        f"per step on this machine -> {f['seconds_total'] / f['iterations'] * 84 / 60:.1f} min "
+        f"per epoch of 84 steps, {f['seconds_total'] / f['iterations'] * 84 * 150 / 3600:.1f} h "
+        "for its 150 epochs: not trained here."
+    )
+    say()
+    say("## Diagnosis (five ACDC groups) on the 20 test patients")
+    say()
+    say("| pipeline | input | accuracy | correct |")
+    say("|---|---|---|---|")
+    for source in ("predicted", "expert"):
+        m = diag[source]
+        say(
+            f"| features -> logistic regression | {source} masks | {m['accuracy']:.2f} | "
+            f"{m['correct']}/{m['patients']} |"
+        )
+    say(
+        "| Liu & Tsaftaris slice CNN (pathology bundle, its docs) | single 2D slices "
+        "| 0.212 (128x128) / 0.345 (cpu) | per slice |"
+    )
+    tr = diag["training"]
+    say()
+    say(
+        f"Classifier: {tr['patients']} training+validation patients (expert masks), "
+        f"cross-validated accuracy {tr['cv_accuracy_mean']:.3f} +- {tr['cv_accuracy_std']:.3f} "
+        f"({tr['cv']}). Target >= 0.85 from predicted masks: "
+        f"**{'met' if diag['predicted']['accuracy'] >= 0.85 else 'missed'}**."
+    )
+    if audit is not None:
+        say()
+        say(f"## Withdrawal of provider `{PROVIDER}` (segmentation), design {AUDIT_PROFILE}")
+        say()
+        say("| model | score | rho_KS | K-S | rho_EMA | EMA |")
+        say("|---|---|---|---|---|---|")
+        for case in ("a", "b"):
+            for score, r in audit[case]["by_score"].items():
+                say(
+                    f"| ({case}) | {score} | {r['rho_KS']:.3f} | {r['ks']} "
+                    f"| {r['rho_EMA']:.3g} | {r['ema']} |"
+                )
+    if fed is not None:
+        say()
+        say("## Federated feature task (`acdc_feature_federation`)")
+        say()
+        say(fed["description"])
+        say()
+        accs = {s: v["test"] for s, v in fed["in_process"].items()}
+        say(
+            "FedAvg in one process, test accuracy: "
+            + ", ".join(f"seed {s}: {a:.2f}" for s, a in accs.items())
+        )
+        say(
+            f"NVIDIA FLARE simulator (seed 0): test accuracy {fed['flare']['test']:.2f} "
+            f"({fed['flare']['seconds']:.0f} s)."
+        )
+    say()
+    say("### Wall and CPU time of the steps run now")
+    say()
+    for step, t in TIMES.items():
+        say(f"- {step}: {t['wall_s'] / 60:.1f} min wall, {t['cpu_s'] / 60:.1f} min CPU")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workdir", type=Path, required=True)
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=Path(os.environ.get("MONAI_FORGET_DATA", REPO.parent / "shared" / "data")),
+    )
+    parser.add_argument("--skip-audit", action="store_true")
+    parser.add_argument("--skip-federation", action="store_true")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    work = args.workdir.resolve()
+    datalist = work / "data" / "acdc.json"
+    if not datalist.is_file():
+        from monai_forget.cli import main as cli
+
+        cli(["prepare", "acdc-h5", str(args.data / "acdc_ssl4mis"), "-o", str(datalist), *SEEDED])
+    data = ["--data_file", str(datalist)]
+    say("# ACDC pipeline: segmentation, diagnosis, withdrawal, federation")
+    say()
+    say(
+        f"- command: `python benchmarks/acdc_pipeline.py --workdir {args.workdir}`; data: "
+        f"`{args.data}`; python {platform.python_version()}, {os.cpu_count()} CPUs shared "
+        "with other jobs (wall times inflated; CPU times are the process's own)"
+    )
+    say()
+    seg = segmentation(work, data)
+    diag = diagnosis(work, data, seg["masks"])
+    audit = None if args.skip_audit else withdrawal(work, data)
+    fed = None if args.skip_federation else federation(args.data, work)
+    report(seg, diag, audit, fed)
+    if args.out:
+        write(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

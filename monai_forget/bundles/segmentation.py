@@ -1,0 +1,170 @@
+"""What the ACDC segmentation bundle's configs call beyond MONAI: resuming, the
+patient-level sets of a withdrawal audit, and shadow models trained by the bundle itself.
+
+A withdrawal audit compares the audited model with shadow models trained "with the
+same design" (Liu & Tsaftaris 2020). For a segmentation bundle the design is its
+``train.json`` (and profile), so :class:`BundleShadowTrainer` runs exactly that config
+on a datalist holding only the shadow's patients, and caches the weights under the
+content of the configs, the overrides, the entries and the seed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from monai_forget.io import atomic_write
+from monai_forget.segmentation import LabelledSlices
+
+__all__ = [
+    "BundleShadowTrainer",
+    "labelled_slices",
+    "latest_checkpoint",
+    "split_by_patient",
+]
+
+_STEP = re.compile(r"_(\d+)\.pt$")
+
+
+def latest_checkpoint(folder: str | os.PathLike) -> str:
+    """The newest ``CheckpointSaver`` file in ``folder`` (highest epoch), to resume from.
+
+    Raises:
+        FileNotFoundError: no checkpoint in ``folder`` (nothing to resume: train without
+            ``--resume``).
+    """
+    found = []
+    for path in Path(folder).glob("*.pt") if Path(folder).is_dir() else ():
+        match = _STEP.search(path.name)
+        if match:
+            found.append((int(match.group(1)), path))
+    if not found:
+        raise FileNotFoundError(
+            f"no checkpoint to resume from in {folder}; train without --resume True"
+        )
+    return str(max(found)[1])
+
+
+def split_by_patient(
+    entries: Sequence[Mapping[str, Any]], fraction: float = 0.5, seed: int = 0
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Split entries into (members, non-members) by patient, stratified by ``label``.
+
+    Within each class, a seeded ``fraction`` of the patients (rounded, at least one
+    when the class has two or more) goes to the members; every entry of a patient goes
+    with it.
+
+    Raises:
+        ValueError: a fraction outside (0, 1) or fewer than two patients.
+    """
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"fraction must be in (0, 1), got {fraction}")
+    by_class: dict[int, list[str]] = defaultdict(list)
+    for e in entries:
+        patients = by_class[int(e["label"])]
+        if e["patient"] not in patients:
+            patients.append(str(e["patient"]))
+    if sum(len(p) for p in by_class.values()) < 2:
+        raise ValueError("splitting by patient needs at least two patients")
+    rng = np.random.default_rng(seed)
+    members: set[str] = set()
+    for label in sorted(by_class):
+        patients = sorted(by_class[label])
+        k = round(fraction * len(patients))
+        k = min(max(k, 1 if len(patients) > 1 else 0), len(patients) - (len(patients) > 1))
+        members.update(patients[i] for i in rng.permutation(len(patients))[:k])
+    inside = [dict(e) for e in entries if e["patient"] in members]
+    outside = [dict(e) for e in entries if e["patient"] not in members]
+    return inside, outside
+
+
+def labelled_slices(
+    entries: Sequence[Mapping[str, Any]], transform: Callable[[dict[str, Any]], Mapping]
+) -> LabelledSlices:
+    """Slice entries through the bundle's deterministic loading (``image``, ``label``)."""
+    if not entries:
+        raise ValueError("no datalist entries to load")
+    return LabelledSlices.from_samples(transform(dict(e)) for e in entries)
+
+
+class BundleShadowTrainer:
+    """Train shadow models with the bundle's own ``train.json``, cached on disk.
+
+    Args:
+        config_files: the training configs, in overlay order (``train.json`` and the
+            profile, e.g. ``cpu.json``).
+        overrides: the settings the audited model was trained with (e.g. ``epochs``).
+        cache_dir: where the shadow weights and their datalists are kept.
+        validation_entries: the validation section written into each shadow's
+            datalist (never evaluated: shadows train without validation).
+        seed: the training seed.
+    """
+
+    def __init__(
+        self,
+        config_files: Sequence[str],
+        overrides: Mapping[str, Any] | None = None,
+        cache_dir: str | os.PathLike = "cache",
+        validation_entries: Sequence[Mapping[str, Any]] = (),
+        seed: int = 0,
+    ) -> None:
+        self.config_files = [str(Path(f).resolve()) for f in config_files]
+        self.overrides = dict(overrides or {})
+        self.cache_dir = Path(cache_dir) / "segmentation_shadows"
+        self.validation_entries = [_plain(e) for e in validation_entries]
+        self.seed = int(seed)
+
+    def key(self, entries: Sequence[Mapping[str, Any]]) -> str:
+        """The cache key: configs' content, overrides, training entries and seed."""
+        h = hashlib.sha256()
+        for path in self.config_files:
+            h.update(Path(path).read_bytes())
+        payload = {"overrides": self.overrides, "seed": self.seed, "entries": entries}
+        h.update(json.dumps(payload, sort_keys=True, default=str).encode())
+        return h.hexdigest()[:24]
+
+    def train(self, entries: Sequence[Mapping[str, Any]], name: str = "shadow") -> Path:
+        """Weights of the bundle trained on ``entries`` (trained unless cached).
+
+        Returns:
+            The ``.pt`` state dict written by the bundle's ``train.json``.
+        """
+        from monai.bundle import run
+
+        plain = [_plain(e) for e in entries]
+        key = self.key(plain)
+        ckpt = self.cache_dir / f"{key}.pt"
+        if ckpt.is_file():
+            return ckpt
+        datalist = self.cache_dir / f"{key}.json"
+        with atomic_write(datalist, "w", overwrite=True) as handle:
+            json.dump({"training": plain, "validation": self.validation_entries}, handle)
+        print(f"training {name} ({len(plain)} slices) -> {ckpt}")
+        settings = {
+            **self.overrides,
+            "data_file": str(datalist),
+            "ckpt_file": str(ckpt),
+            "seed": self.seed,
+            "resume": any((self.cache_dir / f"{key}_resume").glob("*.pt")),
+            "train#validation": [],
+        }
+        run(config_file=self.config_files, **settings)
+        return ckpt
+
+
+def _plain(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON-ready copy of an entry with absolute paths."""
+    out = {}
+    for key, value in entry.items():
+        if key in ("image", "seg") and isinstance(value, (str, os.PathLike)):
+            value = str(Path(value).resolve())
+        out[key] = value
+    return out
