@@ -96,14 +96,17 @@ def test_remembered_fraction_recovers_a_mixture() -> None:
         assert low <= pi <= high and abs(estimate - pi) < 0.12, (pi, estimate, low, high)
 
 
-def _test(p: float, power: float) -> SetTest:
-    return SetTest(p, 0.0, 0.0, 0.0, 0.0, power, 0.0)
+def _test(p: float, power: float, member_effect_low: float = 0.1) -> SetTest:
+    return SetTest(p, 0.0, 0.0, 0.0, member_effect_low, power, 0.0)
 
 
 def test_three_way_decision_and_boundary() -> None:
     assert refmodel_decision(_test(0.05, 0.1), 0.05, 0.95) == NOT_FORGOTTEN  # p == alpha
     assert refmodel_decision(_test(np.nextafter(0.05, 1), 0.95), 0.05, 0.95) == FORGOTTEN
     assert refmodel_decision(_test(0.5, np.nextafter(0.95, 0)), 0.05, 0.95) == INCONCLUSIVE
+    # D_Q differs from the non-members but the known members do not: not memorisation.
+    assert refmodel_decision(_test(0.001, 0.1, 0.0), 0.05, 0.95) == INCONCLUSIVE
+    assert refmodel_decision(_test(0.001, 0.1, 1e-9), 0.05, 0.95) == NOT_FORGOTTEN
 
 
 def test_auditor_refuses_what_it_cannot_audit() -> None:

@@ -17,7 +17,12 @@ mean membership probability interpolates between the known non-members' and memb
 
 Decision (three-way, :func:`refmodel_decision`):
 
-- ``not forgotten``: D_Q is more member-like than the known non-members, p <= alpha;
+- ``not forgotten``: D_Q is more member-like than the known non-members, p <= alpha,
+  and the known members are too (``member_effect_low`` > 0). Without that the target
+  shows no measurable memorisation of its own training data, so a D_Q that differs from
+  the non-members differs for another reason (e.g. another split or scanner) and the
+  decision is ``inconclusive`` (ours: measured on a bounded bundle run, where a model
+  retrained without the provider got p = 0.018 with the members' effect bound at -0.07);
 - ``forgotten``: p > alpha, and the test had power >= ``min_power`` to see D_Q
   remembered as much as the known members are (with the members' AUC at its lower 95 %
   confidence bound, so the power is not overstated);
@@ -254,7 +259,7 @@ def refmodel_decision(
     if shift is not None and shift.shifted:
         return INCONCLUSIVE
     if test.pvalue <= alpha:
-        return NOT_FORGOTTEN
+        return NOT_FORGOTTEN if test.member_effect_low > 0 else INCONCLUSIVE
     if test.power >= min_power:
         return FORGOTTEN
     return INCONCLUSIVE

@@ -204,7 +204,8 @@ class RefModelReference:
 def refmodel_rule(alpha: float, min_power: float) -> str:
     """:func:`refmodel_decision` in words."""
     return (
-        f"p_member <= {alpha:g}: not forgotten; p_member > {alpha:g} with power >= "
+        f"p_member <= {alpha:g} while the known members are measurably member-like: not "
+        f"forgotten; p_member > {alpha:g} with power >= "
         f"{min_power:g} to see D_Q remembered like the known members: forgotten; "
         "otherwise inconclusive"
     )

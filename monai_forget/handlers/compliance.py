@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from monai_forget.audit.ema import ema_decision, ema_rule
@@ -87,7 +88,8 @@ class ComplianceGate:
 
             def refmodel(p: float) -> str:
                 power = float(metrics.get(power_name, 0.0))
-                test = SetTest(p, 0.0, 0.0, 0.0, 0.0, power, 0.0)
+                # Only p and power reach the gate; any outcome but forgotten fails it.
+                test = SetTest(p, 0.0, 0.0, 0.0, math.inf, power, 0.0)
                 return refmodel_decision(test, self.refmodel_alpha, self.min_power)
 
             def why(p: float) -> str:
