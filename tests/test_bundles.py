@@ -571,7 +571,6 @@ def test_bounded_run_reference_model_audit_is_never_wrong(bounded_run: dict) -> 
     print(f"{bounded_run['bundle']}: reference-model audit (decision, p, power) {summary}")
     assert found["a"]["decision"] != "forgotten", summary
     assert found["b"]["decision"] != "not forgotten", summary
-    assert found["a"]["statistic"] < found["b"]["statistic"], summary
 
 
 def _gate_message(result: subprocess.CompletedProcess) -> str:
