@@ -262,7 +262,7 @@ def test_roster_errors_name_lines_not_patients(files: Path, tmp_path: Path, caps
             "(line 4 of roster.csv) repeats entry 1 (line 2 of roster.csv)",
         ),
         ("name\nANNA\nJO@N\n", "entry 2 (line 3 of roster.csv)"),
-        ("name\nANNA\nMAXIMILIAN\n", "(entry 2 (line 3 of roster.csv))"),
+        ("name\nANNA\nMAXIMILIAN\n", "entry 2 (line 3 of roster.csv))"),
     ):
         roster.write_text(text)
         line = one_line_error(capsys, base)
