@@ -342,8 +342,13 @@ BOUNDED = {
         "subset": {"max_per_class": 4},
         # Validated at the last epoch only: with one validation patient per class the best
         # epoch is an early one, which has not yet memorised its training slices.
-        "design": {"epochs": 16, "steps_per_epoch": 8, "batch_size": 16, "val_max_per_class": 1,
-                   "val_interval": 16},  # fmt: skip
+        "design": {
+            "epochs": 16,
+            "steps_per_epoch": 8,
+            "batch_size": 16,
+            "val_max_per_class": 1,
+            "val_interval": 16,
+        },
         "shape": {"patch_size": 64, "canvas_size": 72, "resize_longest": 128},
         "calibration_max_per_class": 4,
     },
