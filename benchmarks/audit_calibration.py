@@ -369,14 +369,15 @@ def targets(done: dict[str, dict], args: argparse.Namespace) -> None:
             f'- "not forgotten" for {kind} at |D_Q| in {sizes} >= 0.9 of draws (k = 100): '
             f"lowest {low[0]:.2f} ({low[1][0]}, |D_Q| {low[1][3]}): {mark(low[0] >= 0.9)}"
         )
-    wrong = sum(c[NOT_FORGOTTEN] if k[2] == "non-members" else c[FORGOTTEN] for k, c in rows)
+    false_alarms = sum(c[NOT_FORGOTTEN] for k, c in rows if k[2] == "non-members")
+    missed = sum(c[FORGOTTEN] for k, c in rows if k[2] != "non-members")
     draws = sum(c["draws"] for k, c in rows if k[2] in ("non-members", "members"))
     decided = sum(c[FORGOTTEN] for k, c in rows)
     say(
-        f'- wrong decisions over all reference-model draws: {wrong} (false "not forgotten" '
-        f'on non-members, which the test\'s alpha allows, and none on members); "forgotten" '
-        f"was decided {decided} times in {draws} member/non-member draws: no query set here "
-        "gave the test the power it needs"
+        f'- wrong decisions over all reference-model draws: {false_alarms} false "not '
+        f"forgotten\" on non-members (the test's alpha allows them), {missed} false "
+        f'"forgotten" on sets with remembered samples; "forgotten" was decided {decided} '
+        f"times in {draws} member/non-member draws"
     )
     say()
 
