@@ -10,9 +10,10 @@ user types them) in a work folder, then prints (markdown):
 2. diagnosis (Isensee et al. 2017 features -> logistic regression) on the test
    patients from the predicted masks and from the expert masks, beside the slice
    classifier of Liu & Tsaftaris (the pathology bundle, figures of its docs);
-3. the withdrawal scenario on the segmentation bundle (``--audit-profile``): (a)
-   trained with provider ``random2``, (b) retrained without it, both audited with K-S
-   and EMA on per-image scores;
+3. the withdrawal scenario on the segmentation bundle (:data:`AUDIT_PROFILE`): (a)
+   trained with provider ``random2``, (b) retrained without it, both audited by
+   ``audit.json``: reference models by patient (``--n-references``, the decision), then
+   K-S and EMA on per-image scores;
 4. the federated feature task (``monai_forget.fl.run.acdc_feature_federation``): test
    accuracy of FedAvg in one process for seeds 0-2 and of one NVIDIA FLARE run.
 
@@ -46,9 +47,9 @@ SEG = REPO / "bundles" / "acdc_segmentation"
 PATHOLOGY = REPO / "bundles" / "acdc_pathology_classification"
 STRUCTURES = ("RV", "MYO", "LV")
 PROVIDER = "random2"
-#: The design of the withdrawal scenario's five models (target (a), (b), query shadow,
-#: calibration shadow, EMA reference): the cpu profile's network, smaller patches and
-#: a shorter budget, so the five trainings fit a shared 2-core machine.
+#: The design of the withdrawal scenario's models (targets (a) and (b), the reference
+#: models, the K-S query and calibration shadows, the EMA reference): the cpu profile's
+#: network, smaller patches and a shorter budget, so the trainings fit a 2-core machine.
 AUDIT_PROFILE = {"patch_size": 64, "epochs": 20, "steps_per_epoch": 42}
 TIMES: dict[str, dict[str, float]] = {}
 
@@ -192,7 +193,7 @@ def diagnosis(work: Path, data: list[str], masks: Path) -> dict:
     return out
 
 
-def withdrawal(work: Path, data: list[str]) -> dict:
+def withdrawal(work: Path, data: list[str], n_references: int) -> dict:
     overrides = [x for k, v in AUDIT_PROFILE.items() for x in (f"--{k}", str(v))]
     cpu = "['configs/train.json','configs/cpu.json']"
     models = {
@@ -245,10 +246,14 @@ def withdrawal(work: Path, data: list[str]) -> dict:
             str(work / "cache"),
             "--shadow_settings",
             repr(AUDIT_PROFILE),
+            "--n_references",
+            str(n_references),
             *overrides,
             outputs=folder / "scores.json",
         )
-        out[case] = {m: json.loads((folder / f"{m}.json").read_text()) for m in ("ks", "ema")}
+        out[case] = {
+            m: json.loads((folder / f"{m}.json").read_text()) for m in ("refmodel", "ks", "ema")
+        }
         out[case]["by_score"] = json.loads((folder / "scores.json").read_text())["by_score"]
         out[case]["train"] = json.loads(
             models[case].with_name(models[case].stem + "_train.json").read_text()
@@ -372,6 +377,30 @@ def report(seg: dict, diag: dict, audit: dict | None, fed: dict | None) -> None:
         say()
         say(f"## Withdrawal of provider `{PROVIDER}` (segmentation), design {AUDIT_PROFILE}")
         say()
+        say("Reference models (the decision; unit: patient):")
+        say()
+        say(
+            "| model | D_Q patients | p_member | members' effect (low) | power "
+            "| remembered fraction [95 % CI] | decision |"
+        )
+        say("|---|---|---|---|---|---|---|")
+        for case in ("a", "b"):
+            r = audit[case]["refmodel"]
+            d = r["details"]
+            lo, hi = d["remembered_fraction_interval"]
+            say(
+                f"| ({case}) | {r['sizes']['query']} | {r['statistic']:.3g} "
+                f"| {d['member_effect_low']:.3f} | {d['power']:.2f} "
+                f"| {d['remembered_fraction']:.2f} [{lo:.2f}, {hi:.2f}] | {r['decision']} |"
+            )
+        say()
+        say(
+            f"{audit['a']['refmodel']['details']['n_references']} reference models; right "
+            "answers: (a) not forgotten, (b) forgotten; inconclusive is never wrong."
+        )
+        say()
+        say("K-S and EMA as the papers define them, per score:")
+        say()
         say("| model | score | rho_KS | K-S | rho_EMA | EMA |")
         say("|---|---|---|---|---|---|")
         for case in ("a", "b"):
@@ -411,6 +440,9 @@ def main() -> int:
         default=Path(os.environ.get("MONAI_FORGET_DATA", REPO.parent / "shared" / "data")),
     )
     parser.add_argument("--skip-audit", action="store_true")
+    parser.add_argument(
+        "--n-references", type=int, default=8, help="reference models of the withdrawal audit"
+    )
     parser.add_argument("--skip-federation", action="store_true")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -431,7 +463,7 @@ def main() -> int:
     say()
     seg = segmentation(work, data)
     diag = diagnosis(work, data, seg["masks"])
-    audit = None if args.skip_audit else withdrawal(work, data)
+    audit = None if args.skip_audit else withdrawal(work, data, args.n_references)
     fed = None if args.skip_federation else federation(args.data, work)
     report(seg, diag, audit, fed)
     if args.out:

@@ -37,11 +37,18 @@ PROVIDER = "random2"
 DESIGN = {"channels": [4, 8, 16, 32, 64], "num_res_units": 1}
 #: The training budget of every training (the target models and the audit's shadows).
 BUDGET = {"patch_size": 64, "batch_size": 4, "epochs": 1, "steps_per_epoch": 3}
-#: One patient per group for training; one per group evaluated.
-SUBSET = {"max_per_class": 1}
+#: Four patients per group for training (enough known members for the reference-model
+#: audit, whose unit is the patient; the budget, not the set, fixes the training time);
+#: one per group evaluated.
+SUBSET = {"max_per_class": 4}
 VALIDATION = {"val_max_per_class": 1}
-#: The audits' held-out calibration patients: one per group of the validation section.
-CALIBRATION = {"calibration_sections": ["validation"], "calibration_max_per_class": 1}
+#: The audits' held-out calibration patients: the validation section (two per group),
+#: and two reference models.
+CALIBRATION = {
+    "calibration_sections": ["validation"],
+    "calibration_max_per_class": 2,
+    "n_references": 2,
+}
 
 
 def segmentation_commands() -> list[str]:
@@ -174,7 +181,7 @@ def test_training_writes_the_model_and_a_resumable_checkpoint(scenario: dict) ->
         state = torch.load(model, weights_only=True)
         assert any(k.endswith("weight") for k in state)
     summary = json.loads((scenario["seg"] / "models/cpu/model_train.json").read_text())
-    assert summary["training_data"]["patients"] == 5  # 1 per group, all their slices
+    assert summary["training_data"]["patients"] == 5 * SUBSET["max_per_class"]  # whole patients
     without = json.loads((scenario["seg"] / "models/cpu/without_random2_train.json").read_text())
     assert PROVIDER in summary["training_data"]["entries_per_site"]
     assert list(without["training_data"]["entries_per_site"]) == ["random1"]
@@ -285,7 +292,7 @@ def test_audit_shadows_have_the_audited_design_and_are_reused(scenario: dict) ->
     and the second documented audit reuses the first one's shadows."""
     seg = scenario["seg"]
     shadows = sorted((seg / "cache" / "segmentation_shadows").glob("*.pt"))
-    assert len(shadows) == 3
+    assert len(shadows) == 3 + CALIBRATION["n_references"]  # K-S, EMA; reference models
     target = _shapes(seg / "models" / "cpu" / "model.pt")
     assert all(_shapes(s) == target for s in shadows)
     first, second = (
@@ -293,9 +300,38 @@ def test_audit_shadows_have_the_audited_design_and_are_reused(scenario: dict) ->
         for c, r in scenario["runs"].items()
         if "audit.json" in c
     )
-    assert len(first) == 3 and not second, (first, second)
+    assert len(first) == len(shadows) and not second, (first, second)
     retrained = json.loads((seg / "audit" / f"{PROVIDER}_retrained" / "ks.json").read_text())
     assert "retrained without the provider" in json.dumps(retrained)
+
+
+@pytest.mark.parametrize("folder", [PROVIDER, f"{PROVIDER}_retrained"])
+def test_reference_model_audit_of_a_provider(scenario: dict, folder: str) -> None:
+    """audit.json's reference-model audit, by patient: D_Q, the scored known members and
+    non-members are disjoint sets of patients; the written decision and p-value are
+    reproduced from the written reference and the target's per-patient logits; a
+    decision, when one is made, is the right one for the audited model."""
+    from monai_forget.audit import RefModelReference
+
+    out = scenario["seg"] / "audit" / folder
+    saved = json.loads((out / "refmodel.json").read_text())
+    reference = RefModelReference.from_dict(
+        json.loads((out / "refmodel_reference.json").read_text())
+    )
+    patients = {role: set(reference.hashes[role]) for role in ("query", "members", "nonmembers")}
+    assert all(p.startswith("patient") for ps in patients.values() for p in ps)
+    assert not (patients["query"] & patients["members"]) | (
+        patients["query"] & patients["nonmembers"]
+    )
+    assert saved["details"]["unit"] == "patient" and reference.n_references == 2
+    assert saved["sizes"]["query"] == len(patients["query"]) >= 4
+    target = {r: np.asarray(saved["arrays"][f"{r}_target_logit"]) for r in patients}
+    again = reference.audit(target, seed=0)
+    assert saved["statistic"] == pytest.approx(again.statistic)
+    assert saved["decision"] == again.decision
+    wrong = "forgotten" if folder == PROVIDER else "not forgotten"
+    assert saved["decision"] != wrong, saved["details"]
+    assert (out / "refmodel_report.html").is_file()
 
 
 def test_diagnosis_from_the_predicted_masks(scenario: dict) -> None:

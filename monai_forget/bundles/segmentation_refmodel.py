@@ -1,0 +1,223 @@
+"""The reference-model audit of one provider for the ACDC segmentation bundle.
+
+The statistics are the classifier auditor's (:mod:`monai_forget.audit.refmodel`: LiRA
+offline scores, the set-level test with three outcomes, its power, the remembered
+fraction); what changes is the unit. Slices of one patient are not independent (adjacent
+slices look alike, and a model that trained on some of a patient's slices fits the
+others better), so a test over slices would overstate its evidence. Here the unit is the
+**patient**: a model's per-slice score ``s`` (:mod:`monai_forget.segmentation.scores`)
+is put on LiRA's logit scale, ``log s - log(1 - s)``, and averaged over the patient's
+slices; every split (known members and non-members into reference-training and scored
+halves, each reference model's training subset) is by patient, stratified by group.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from torch import nn
+
+from monai_forget.audit import AuditResult, RefModelReference, write_report
+from monai_forget.audit.refmodel import ROLES, logit_confidence, pooled_sigma
+from monai_forget.bundles.segmentation import BundleShadowTrainer, labelled_slices, split_by_patient
+from monai_forget.bundles.weights import check_outputs, load_weights
+from monai_forget.results import jsonable, write_json
+from monai_forget.segmentation import SCORE_NAMES, SegmentationScores, score_model
+
+__all__ = ["SegmentationReferenceAudit", "patient_logits"]
+
+
+def patient_logits(scores: SegmentationScores, score: str) -> tuple[list[str], np.ndarray]:
+    """Each patient's mean LiRA logit ``log s - log(1 - s)`` over its slices where
+    ``score`` is defined, patients in order of first appearance.
+
+    Raises:
+        ValueError: the scores carry no patients, or a patient has no defined slice.
+    """
+    if len(scores.groups) != len(scores):
+        raise ValueError("the scores carry no patient per slice (groups)")
+    values = np.asarray(scores[score], dtype=np.float64)
+    defined = np.isfinite(values)
+    phi = np.full(values.shape, np.nan)
+    rows = scores.to_predictions(score, defined)
+    phi[defined] = logit_confidence(rows.probs, rows.labels)
+    patients = list(dict.fromkeys(scores.groups))
+    groups = np.asarray(scores.groups)
+    means = []
+    for patient in patients:
+        mine = phi[(groups == patient) & defined]
+        if mine.size == 0:
+            raise ValueError(f"{patient}: no slice where {score!r} is defined")
+        means.append(mine.mean())
+    return patients, np.asarray(means)
+
+
+class SegmentationReferenceAudit:
+    """Has a segmentation model forgotten a provider's patients? Three-way answer.
+
+    Known members (training patients of the retained providers) and known non-members
+    (held-out patients) are each split in half by patient: one half of each trains the
+    reference models, the other half is scored. Reference model k trains, by the
+    bundle's own ``train.json`` (:class:`BundleShadowTrainer`), on a seeded
+    ``reference_fraction`` of those patients (stratified by group, seed ``seed + k``),
+    so no reference model ever sees a scored patient (LiRA's offline setting).
+
+    Writes ``refmodel.json`` (the :class:`~monai_forget.audit.AuditResult`, per-patient
+    arrays included), ``refmodel_reference.json`` (what the reference models learned)
+    and ``refmodel_report.html``.
+
+    Args:
+        network: builds a fresh network (a ``_mode_: callable`` config item).
+        target_ckpt: the audited model's weights.
+        query: D_Q entries (the provider's training slices).
+        members: training entries of the retained providers (the target trained on them).
+        nonmembers: held-out entries no model of the consortium trained on.
+        loading: the bundle's deterministic loading (entry -> ``image``, ``label``).
+        trainer: trains the reference models with the bundle's design.
+        output_dir: where the results go.
+        provider: the provider's name.
+        scenario: free text naming the audited model.
+        score: the per-slice score (:data:`~monai_forget.segmentation.SCORE_NAMES`).
+        n_references: reference models (at least 2; 8 or more for power).
+        reference_fraction: share of the reference patients each reference model trains on.
+        alpha: level of the set-level test.
+        min_power: power the test needs before D_Q is called forgotten.
+        roi_size: inference window.
+        device: torch device.
+        cache_dir: per-slice score cache.
+        seed: seed of the splits and of the bootstrap.
+        overwrite: replace existing outputs.
+    """
+
+    def __init__(
+        self,
+        network: Callable[[], nn.Module],
+        target_ckpt: str | os.PathLike,
+        query: Sequence[Mapping[str, Any]],
+        members: Sequence[Mapping[str, Any]],
+        nonmembers: Sequence[Mapping[str, Any]],
+        loading: Callable[[dict[str, Any]], Mapping],
+        trainer: BundleShadowTrainer,
+        output_dir: str | os.PathLike,
+        provider: str,
+        scenario: str = "",
+        score: str = "foreground_confidence",
+        n_references: int = 8,
+        reference_fraction: float = 0.5,
+        alpha: float = 0.05,
+        min_power: float = 0.95,
+        roi_size: Sequence[int] = (256, 256),
+        device: Any = "cpu",
+        cache_dir: str | os.PathLike | None = None,
+        seed: int = 0,
+        overwrite: bool = False,
+    ) -> None:
+        if score not in SCORE_NAMES:
+            raise ValueError(f"score must be one of {SCORE_NAMES}, got {score!r}")
+        if n_references < 2:
+            raise ValueError(f"n_references={n_references}: at least 2 (8 or more for power)")
+        if not 0.0 < reference_fraction < 1.0:
+            raise ValueError(f"reference_fraction must be in (0, 1), got {reference_fraction}")
+        sets = {"D_Q": query, "the known members": members, "the known non-members": nonmembers}
+        names = list(sets)
+        for i, a in enumerate(names):
+            for b in names[i + 1 :]:
+                shared = {e["patient"] for e in sets[a]} & {e["patient"] for e in sets[b]}
+                if shared:
+                    raise ValueError(
+                        f"{a} and {b} share patients {sorted(shared)[:5]}: a patient is a "
+                        "member or not as a whole; keep these sets apart by patient"
+                    )
+        self.network, self.target_ckpt = network, Path(target_ckpt)
+        m_pool, m_scored = split_by_patient(members, 0.5, seed)
+        n_pool, n_scored = split_by_patient(nonmembers, 0.5, seed)
+        self.entries = {"query": list(query), "members": m_scored, "nonmembers": n_scored}
+        self.population = m_pool + n_pool
+        self.loading, self.trainer = loading, trainer
+        self.output_dir, self.provider, self.scenario = Path(output_dir), str(provider), scenario
+        self.score, self.n_references = score, int(n_references)
+        self.reference_fraction, self.alpha, self.min_power = reference_fraction, alpha, min_power
+        self.roi_size, self.device, self.cache_dir = tuple(roi_size), device, cache_dir
+        self.seed, self.overwrite = int(seed), bool(overwrite)
+
+    def outputs(self) -> list[Path]:
+        names = ["refmodel.json", "refmodel_reference.json", "refmodel_report.html"]
+        return [self.output_dir / n for n in names]
+
+    def reference_sets(self) -> list[list[dict[str, Any]]]:
+        """Reference model k's training entries: a seeded share of the reference patients."""
+        return [
+            split_by_patient(self.population, self.reference_fraction, self.seed + k)[0]
+            for k in range(self.n_references)
+        ]
+
+    def _logits(self, model: nn.Module) -> dict[str, tuple[list[str], np.ndarray]]:
+        """Role -> (patients, the model's per-patient logits)."""
+        out = {}
+        for role in ROLES:
+            scores = score_model(
+                model,
+                self._data[role],
+                roi_size=self.roi_size,
+                device=self.device,
+                cache_dir=self.cache_dir,
+            )
+            out[role] = patient_logits(scores, self.score)
+        return out
+
+    def fit_reference(self) -> RefModelReference:
+        """Train (or reuse) the reference models and record their per-patient logits."""
+        self._data = {role: labelled_slices(self.entries[role], self.loading) for role in ROLES}
+        per_model = []
+        for k, entries in enumerate(self.reference_sets()):
+            path = self.trainer.train(entries, f"reference model {k + 1}/{self.n_references}")
+            per_model.append(self._logits(load_weights(self.network(), path, self.device)))
+        phi = {role: np.stack([m[role][1] for m in per_model]) for role in ROLES}
+        patients = {role: per_model[0][role][0] for role in ROLES}
+        return RefModelReference(
+            hashes={role: np.asarray(patients[role], dtype=str) for role in ROLES},
+            labels={role: np.zeros(len(patients[role]), dtype=np.int64) for role in ROLES},
+            reference_mean={role: phi[role].mean(axis=0) for role in ROLES},
+            sigma=pooled_sigma(np.concatenate([phi[role] for role in ROLES], axis=1)),
+            n_references=self.n_references,
+            alpha=self.alpha,
+            min_power=self.min_power,
+        )
+
+    def run(self) -> AuditResult:
+        """Train the reference models, score every patient, audit, write the outputs."""
+        check_outputs(*self.outputs(), overwrite=self.overwrite)
+        reference = self.fit_reference()
+        model = load_weights(self.network(), self.target_ckpt, self.device)
+        target = {role: phi for role, (_, phi) in self._logits(model).items()}
+        label = f"provider {self.provider}" + (f", {self.scenario}" if self.scenario else "")
+        result = reference.audit(target, label=label, seed=self.seed)
+        patients = {role: len(reference.hashes[role]) for role in ROLES}
+        result.sizes.update({f"{role}_slices": len(self._data[role]) for role in ROLES})
+        result.sizes["reference_patients"] = len({e["patient"] for e in self.population})
+        result.details.update(
+            {
+                "score": self.score,
+                "unit": "patient",
+                "patients": patients,
+                "scenario": self.scenario,
+            }
+        )
+        result.save(self.output_dir / "refmodel.json", overwrite=self.overwrite)
+        write_json(
+            self.output_dir / "refmodel_reference.json",
+            jsonable(reference.to_dict()),
+            overwrite=self.overwrite,
+        )
+        write_report(
+            [result],
+            self.output_dir / "refmodel_report.html",
+            title=f"Segmentation withdrawal audit (reference models): provider {self.provider}",
+            overwrite=self.overwrite,
+        )
+        print(result.summary())
+        return result

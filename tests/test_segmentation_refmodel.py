@@ -1,0 +1,190 @@
+"""The reference-model audit of a segmentation model's patients
+(``monai_forget.bundles.segmentation_refmodel``), on synthetic patients and models that
+remember exactly the patients they were "trained" on, so the right answer is known."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from monai_forget.audit import RefModelReference
+from monai_forget.bundles.segmentation_refmodel import SegmentationReferenceAudit, patient_logits
+from monai_forget.segmentation import SCORE_NAMES, SegmentationScores
+
+SIZE = 16
+
+
+def _offset(patient: str) -> float:
+    """Each patient's images carry its own background intensity (its fingerprint)."""
+    return 0.01 * (int(patient[1:]) + 1)
+
+
+class RememberingNet(nn.Module):
+    """Segments "bright = LV" and is more confident on the patients it remembers.
+
+    The confidence also varies by patient (some are harder for every model) and by
+    model (``noise``), so the calibrated scores overlap as real ones do.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("remembered", torch.full((128,), -1.0))
+        self.register_buffer("noise", torch.zeros(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        offset = x[:, :, :1, :1]  # background pixel = the patient's offset
+        seen = (offset.flatten()[:, None] - self.remembered[None]).abs().min(dim=1).values < 1e-3
+        hardness = 0.5 * torch.sin(300 * offset.flatten())
+        jitter = 0.4 * torch.sin(self.noise * 977 * offset.flatten() + self.noise)
+        scale = (1.5 + hardness + jitter + 1.0 * seen).view(-1, 1, 1, 1)
+        foreground = ((x - offset) > 0.5).float()
+        logits = torch.zeros(x.shape[0], 4, *x.shape[2:])
+        logits[:, :1] = scale * (1 - foreground)
+        logits[:, 3:] = scale * foreground
+        return logits
+
+
+def _net(remembered: list[str], noise: float) -> RememberingNet:
+    net = RememberingNet()
+    offsets = [_offset(p) for p in remembered]
+    net.remembered[: len(offsets)] = torch.tensor(offsets)
+    net.noise[0] = noise
+    return net
+
+
+class RememberingTrainer:
+    """Stands in for the bundle's training: the model remembers its training patients."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.calls = folder, []
+
+    def train(self, entries: list[dict], name: str = "shadow") -> Path:
+        patients = sorted({e["patient"] for e in entries})
+        self.calls.append(patients)
+        path = self.folder / f"reference{len(self.calls)}.pt"
+        torch.save(_net(patients, noise=len(self.calls)).state_dict(), path)
+        return path
+
+
+def _entries(first: int, count: int, slices: int = 3) -> list[dict]:
+    return [
+        {"patient": f"p{i:02d}", "label": i % 5, "slice": s}
+        for i in range(first, first + count)
+        for s in range(slices)
+    ]
+
+
+def _loading(entry: dict) -> dict:
+    offset, half = _offset(entry["patient"]), 2 + entry["slice"]
+    label = np.zeros((1, SIZE, SIZE), dtype=np.uint8)
+    label[:, SIZE // 2 - half : SIZE // 2 + half, SIZE // 2 - half : SIZE // 2 + half] = 3
+    image = (offset + (label > 0)).astype(np.float32)
+    return {**entry, "image": image, "label": label}
+
+
+QUERY, MEMBERS, NONMEMBERS = _entries(0, 16), _entries(16, 24), _entries(40, 24)
+
+
+def _audit(tmp_path: Path, target: list[str], name: str, **kwargs) -> SegmentationReferenceAudit:
+    ckpt = tmp_path / f"{name}.pt"
+    torch.save(_net(target, noise=0.0).state_dict(), ckpt)
+    options = {
+        "n_references": 4,
+        "roi_size": (SIZE, SIZE),
+        "score": "foreground_confidence",
+        **kwargs,
+    }
+    return SegmentationReferenceAudit(
+        network=RememberingNet,
+        target_ckpt=ckpt,
+        query=QUERY,
+        members=MEMBERS,
+        nonmembers=NONMEMBERS,
+        loading=_loading,
+        trainer=RememberingTrainer(tmp_path),
+        output_dir=tmp_path / name,
+        provider="random2",
+        **options,
+    )
+
+
+def _patients(entries: list[dict]) -> list[str]:
+    return sorted({e["patient"] for e in entries})
+
+
+def test_patient_logits_by_hand() -> None:
+    """Per-patient mean of log s - log(1 - s) over the defined slices, in first-seen order."""
+    scores = SegmentationScores(
+        {n: np.array([0.5, 0.8, np.nan, 0.2]) for n in SCORE_NAMES},
+        groups=("b", "b", "a", "a"),
+    )
+    patients, phi = patient_logits(scores, "dice")
+    assert patients == ["b", "a"]
+    np.testing.assert_allclose(phi, [(0.0 + math.log(4)) / 2, math.log(0.25)])
+    empty = SegmentationScores({n: np.array([np.nan, 0.3]) for n in SCORE_NAMES}, groups=("a", "b"))
+    with pytest.raises(ValueError, match="a: no slice"):
+        patient_logits(empty, "dice")
+
+
+def test_no_reference_model_sees_a_scored_patient(tmp_path: Path) -> None:
+    """Offline setting: each reference model trains on a share of the reference halves,
+    never on D_Q or a scored member or non-member; every split keeps a patient whole."""
+    audit = _audit(tmp_path, _patients(QUERY + MEMBERS), "a")
+    scored = {e["patient"] for role in audit.entries.values() for e in role}
+    pool = {e["patient"] for e in audit.population}
+    assert not scored & pool
+    assert pool | scored == set(_patients(QUERY + MEMBERS + NONMEMBERS))
+    for role, known in (("members", MEMBERS), ("nonmembers", NONMEMBERS)):
+        # about half of each group's patients is scored (split_by_patient rounds per group)
+        assert 10 <= len(_patients(audit.entries[role])) <= 14
+        assert {e["label"] for e in audit.entries[role]} == {e["label"] for e in known}
+    sets = audit.reference_sets()
+    assert len(sets) == 4 and len({tuple(_patients(s)) for s in sets}) == 4
+    for entries in sets:
+        assert set(_patients(entries)) <= pool
+        assert 0.4 * len(pool) <= len(_patients(entries)) <= 0.6 * len(pool)
+        whole = {p: 3 for p in _patients(entries)}
+        assert {p: sum(e["patient"] == p for e in entries) for p in whole} == whole
+
+
+def test_remembered_and_forgotten_provider(tmp_path: Path) -> None:
+    """A target that remembers D_Q is not called forgotten and D_Q scores like its
+    members; the target retrained without D_Q is never called "not forgotten"; the
+    written result is reproduced from the written reference and per-patient logits."""
+    kept = _audit(tmp_path, _patients(QUERY + MEMBERS), "kept").run()
+    gone = _audit(tmp_path, _patients(MEMBERS), "gone").run()
+    assert kept.decision == "not forgotten", kept.details
+    assert gone.decision == "forgotten", gone.details
+    assert kept.statistic < 0.001 < 0.5 < gone.statistic
+    assert kept.details["remembered_fraction"] > 0.5 > gone.details["remembered_fraction"]
+    assert kept.details["unit"] == "patient" and kept.sizes["query"] == 16
+    saved = json.loads((tmp_path / "kept" / "refmodel.json").read_text())
+    reference = RefModelReference.from_dict(
+        json.loads((tmp_path / "kept" / "refmodel_reference.json").read_text())
+    )
+    target = {
+        r: np.asarray(saved["arrays"][f"{r}_target_logit"])
+        for r in ("query", "members", "nonmembers")
+    }
+    again = reference.audit(target, seed=0)
+    assert saved["statistic"] == pytest.approx(again.statistic)
+    assert saved["decision"] == again.decision
+    assert (tmp_path / "kept" / "refmodel_report.html").is_file()
+
+
+def test_refuses_shared_patients_and_existing_outputs(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="D_Q and the known members share patients"):
+        SegmentationReferenceAudit(
+            RememberingNet, "x.pt", QUERY, MEMBERS + QUERY[:1], NONMEMBERS, _loading,
+            RememberingTrainer(tmp_path), tmp_path, "random2",
+        )  # fmt: skip
+    audit = _audit(tmp_path, _patients(MEMBERS), "out")
+    audit.run()
+    with pytest.raises(FileExistsError):
+        _audit(tmp_path, _patients(MEMBERS), "out").run()
