@@ -95,6 +95,7 @@ FL = (
     "monai-forget fl simulate --out fl-run",
     "monai-forget fl simulate --data mnist --site-signature --method natural --clients 4 "
     "--rounds 12 --withdraw-round 10 --out constructed",
+    "monai-forget fl poc --out fl-poc",
 )
 #: Bounds appended to the FLARE runs: 2 rounds of 5 local steps, the withdrawal in the
 #: last, 2 generator iterations, 2 clients (the documented runs take minutes each).
@@ -343,10 +344,44 @@ def test_data_preparation_commands(
 
 @pytest.mark.fl
 @pytest.mark.slow
-@pytest.mark.parametrize("command", FL, ids=["acdc", "mnist-constructed"])
+@pytest.mark.parametrize("command", FL[:2], ids=["acdc", "mnist-constructed"])
 def test_federated_commands(command: str, shared_data: Path, tmp_path: Path) -> None:
     pytest.importorskip("nvflare", reason="NVIDIA FLARE is not installed")
     extra = FL_BOUNDS + (" --per-client 40" if "--data mnist" in command else "")
     result = check(run_line(command, tmp_path, extra=extra, env=environment(shared_data)))
     out = tmp_path / command.split("--out ")[1].split()[0]
     assert (out / "report.html").is_file() and (out / "results.json").is_file(), result.stdout
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    """Command lines of running processes that contain ``text``."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            line = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in line:
+            found.append(line)
+    return found
+
+
+@pytest.mark.fl
+@pytest.mark.slow
+def test_federated_poc_deployment(shared_data: Path, tmp_path: Path) -> None:
+    """``fl poc``: a provisioned server and clients as separate processes, the job
+    submitted through the admin API, a 2-round withdrawal, every service stopped."""
+    pytest.importorskip("nvflare", reason="NVIDIA FLARE is not installed")
+    command = FL[2]
+    result = check(run_line(command, tmp_path, extra=FL_BOUNDS, env=environment(shared_data)))
+    out = tmp_path / "fl-poc"
+    results = json.loads((out / "results.json").read_text())
+    assert results["withdrawal"]["client"] == "site-1" and results["withdrawal"]["round"] == 1
+    poc = out / "workspace" / "poc"
+    assert results["logs"]["flare"] == str(poc.resolve())
+    kits = {p.name for p in poc.glob("*/prod_00/*")}
+    assert {"server", "site-1", "site-2", "admin@nvidia.com"} <= kits, kits
+    assert any(poc.glob("*/prod_00/server/startup/*.crt")), "no provisioned certificates"
+    assert not _processes_mentioning(str(poc)), "POC services still running"
+    assert "FINISHED:COMPLETED" in (out / "workspace" / "simulator.log").read_text()
+    assert (out / "report.html").is_file(), result.stdout

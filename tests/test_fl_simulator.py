@@ -131,7 +131,9 @@ def test_run_federated_refuses_bad_withdrawals_before_running(tmp_path) -> None:
         run_federated(clients, small, tmp_path)
     with pytest.raises(ValueError, match="at least 2 clients"):
         run_federated({"a": clients["a"]}, config, tmp_path)
-    assert not (tmp_path / "flare").exists()  # nothing ran
+    with pytest.raises(ValueError, match="backend must be one of"):
+        run_federated(clients, config, tmp_path, backend="prod")
+    assert not (tmp_path / "flare").exists() and not (tmp_path / "poc").exists()  # nothing ran
 
 
 def test_cli_fl_simulate_refuses_bad_options_before_loading_data(tmp_path, capsys) -> None:

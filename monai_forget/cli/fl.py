@@ -1,4 +1,5 @@
-"""``monai-forget fl simulate``: a federated withdrawal on the NVIDIA FLARE simulator.
+"""``monai-forget fl simulate`` / ``fl poc``: a federated withdrawal on NVIDIA FLARE (the
+simulator, or a POC deployment whose server and clients are separate processes).
 
 N providers train FedAvg on real images (default: ACDC cine-MRI slices, providers made
 of disjoint patient groups); one withdraws at a chosen round with Forsaken's SecForget
@@ -22,7 +23,7 @@ DATASETS = ("acdc", "acdc-features", "pneumoniamnist", "mnist")
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "fl", help="federated memorisation elimination (Forsaken) on the NVIDIA FLARE simulator"
+        "fl", help="federated memorisation elimination (Forsaken) on NVIDIA FLARE"
     )
     actions = parser.add_subparsers(dest="action", required=True)
     sim = actions.add_parser(
@@ -32,6 +33,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "data, withdraw one at a chosen round, and measure the result. Start-up takes "
         "about 30 s; logs go to OUT/workspace/simulator.log and OUT/workspace/flare/.",
     )
+    _add_options(sim)
+    sim.set_defaults(func=run_simulate, backend="simulator")
+    poc = actions.add_parser(
+        "poc",
+        help="the same withdrawal on a FLARE POC deployment (separate server and client processes)",
+        description="Provision a FLARE proof-of-concept deployment on this machine (a "
+        "server, one client per provider and an admin, each with its startup kit and "
+        "certificates), start every service as its own process, submit the job through "
+        "the admin API, wait for it, stop every service, and measure the result as `fl "
+        "simulate` does. Start-up takes about a minute; the deployment and every "
+        "service's logs stay in OUT/workspace/poc/.",
+    )
+    _add_options(poc)
+    poc.set_defaults(func=run_simulate, backend="poc")
+
+
+def _add_options(sim: argparse.ArgumentParser) -> None:
     data = sim.add_argument_group("data (from $MONAI_FORGET_DATA, default ../shared/data)")
     data.add_argument(
         "--data",
@@ -124,7 +142,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sim.add_argument("--out", required=True, help="output folder")
     add_run_arguments(sim, "seed of the federation, training, withdrawal and audits")
     sim.add_argument("--overwrite", action="store_true", help="replace existing outputs")
-    sim.set_defaults(func=run_simulate)
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -227,6 +244,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         seed=args.seed,
         device=args.device,
         cache_dir=out / "cache",
+        backend=args.backend,
     )
     run, evaluation = outcome.run, outcome.evaluation
     stay = [s for (stage, s, _m) in evaluation.audits if stage == "after" and s != args.withdraw]

@@ -1,14 +1,16 @@
-"""Federated training with a withdrawal, run on the NVIDIA FLARE simulator.
+"""Federated training with a withdrawal, run on NVIDIA FLARE (simulator or POC).
 
 :func:`run_federated` writes a job folder (each client's data as ``.npz``, the job
 description, a seeded initial model), builds FLARE's PyTorch ``FedAvgRecipe`` with
 :mod:`monai_forget.fl.client` as every client's training script (Client
 API), and runs it with ``SimEnv``: the server and N clients on this machine, in
-``simulator_threads`` client processes. One client may withdraw at a chosen round
-(:class:`~monai_forget.fl.spec.Withdrawal`): with Forsaken's SecForget
-(Protocol 2 of Liu et al. 2020, "Learn to Forget: User-Level Memorization Elimination
-in Federated Learning"), forcibly, or naturally. The global model FLARE saved is
-returned with what every client recorded.
+``simulator_threads`` client processes, or with ``PocEnv``: a provisioned deployment
+(server, N clients and an admin, each with its startup kit and certificates) whose
+services run as separate processes, the job submitted through the admin API. One
+client may withdraw at a chosen round (:class:`~monai_forget.fl.spec.Withdrawal`):
+with Forsaken's SecForget (Protocol 2 of Liu et al. 2020, "Learn to Forget: User-Level
+Memorization Elimination in Federated Learning"), forcibly, or naturally. The global
+model FLARE saved is returned with what every client recorded.
 
 Workspace layout (``workspace/``)::
 
@@ -17,6 +19,8 @@ Workspace layout (``workspace/``)::
     job/clients/<site>/update_round_NNN.pt, before_withdrawal.pt, withdrawal.json
     flare/<job name>/server/simulate_job/log.txt       FLARE's server log
     flare/<job name>/<site>/simulate_job/log.txt       each client's log
+    poc/                                               the POC deployment (backend "poc"):
+                                                       startup kits, each service's logs
 """
 
 from __future__ import annotations
@@ -54,6 +58,10 @@ __all__ = [
 ]
 
 JOB_NAME = "monai_forget_fedavg"
+#: Where a job runs: FLARE's simulator or a POC deployment (separate processes).
+BACKENDS = ("simulator", "poc")
+#: Seconds to wait for a POC job to finish.
+POC_TIMEOUT = 3600.0
 
 
 class WithdrawalError(RuntimeError):
@@ -90,6 +98,7 @@ class FederatedRun:
         withdrawal: The withdrawal, if any.
         record: The withdrawing client's record (method, round, seconds, Eq. 4 terms).
         seconds: Wall-clock time of the FLARE run.
+        backend: ``"simulator"`` or ``"poc"``.
     """
 
     global_model: nn.Module
@@ -99,6 +108,7 @@ class FederatedRun:
     withdrawal: Withdrawal | None = None
     record: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    backend: str = "simulator"
 
     def client_dir(self, client: str) -> Path:
         return self.workspace / "job" / "clients" / client
@@ -117,7 +127,8 @@ class FederatedRun:
 
     @property
     def log_dir(self) -> Path:
-        return self.workspace / "flare" / JOB_NAME
+        """FLARE's logs: the simulator's job folder, or the POC deployment."""
+        return self.workspace / ("poc" if self.backend == "poc" else f"flare/{JOB_NAME}")
 
 
 def _model_from(config: FederatedConfig, state: Mapping[str, torch.Tensor]) -> nn.Module:
@@ -181,8 +192,9 @@ def run_federated(
     *,
     withdrawal: Withdrawal | None = None,
     initial_state: Mapping[str, torch.Tensor] | None = None,
+    backend: str = "simulator",
 ) -> FederatedRun:
-    """Run FedAvg on the NVIDIA FLARE simulator, with an optional withdrawal.
+    """Run FedAvg on NVIDIA FLARE, with an optional withdrawal.
 
     Args:
         clients: Client name -> its training data (names are FLARE site names).
@@ -192,6 +204,11 @@ def run_federated(
         withdrawal: A client leaving at a chosen round, and how.
         initial_state: Start from these weights instead of a fresh seeded model (e.g.
             to continue a federation).
+        backend: ``"simulator"`` (FLARE's ``SimEnv``: clients as threads of one
+            simulator) or ``"poc"`` (FLARE's ``PocEnv``: a provisioned server and one
+            process per client on this machine, the job submitted and monitored through
+            the admin API, everything stopped at the end; its workspace is
+            ``workspace/poc``).
 
     Returns:
         The final global model and the run's records.
@@ -202,8 +219,9 @@ def run_federated(
         WithdrawalError: the withdrawing client could not compute its update.
     """
     from nvflare.app_opt.pt.recipes.fedavg import FedAvgRecipe
-    from nvflare.recipe import SimEnv
 
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     _check_clients(clients, config, withdrawal)
     workspace = Path(workspace).resolve()
     job_dir = workspace / "job"
@@ -236,16 +254,13 @@ def run_federated(
         train_args=f"--job-dir {job_dir}",
         aggregator=OrderedFedAvg(),
     )
-    env = SimEnv(
-        clients=list(names),
-        num_threads=min(config.simulator_threads, len(names)),
-        workspace_root=str(workspace / "flare"),
-    )
     start = time.perf_counter()
     try:
         with _output_to(workspace / "simulator.log"):
-            run = recipe.execute(env)
-            result = run.get_result()
+            if backend == "poc":
+                state = _run_poc(recipe, names, workspace)
+            else:
+                state = _run_simulator(recipe, names, config, workspace)
     except RuntimeError as err:
         raise RuntimeError(
             f"{err} (console output: {workspace / 'simulator.log'}; client records: "
@@ -253,9 +268,55 @@ def run_federated(
         ) from err
     seconds = time.perf_counter() - start
     record = _read_record(job_dir, withdrawal)
-    model_file = _find_global_model(Path(result) if result else workspace / "flare" / JOB_NAME)
-    model = _model_from(config, load_tensors(model_file))
-    return FederatedRun(model, workspace, names, config, withdrawal, record, seconds)
+    model = _model_from(config, state)
+    return FederatedRun(model, workspace, names, config, withdrawal, record, seconds, backend)
+
+
+def _run_simulator(
+    recipe: Any, names: tuple[str, ...], config: FederatedConfig, workspace: Path
+) -> dict[str, torch.Tensor]:
+    """The job on FLARE's simulator; the final global weights."""
+    from nvflare.recipe import SimEnv
+
+    env = SimEnv(
+        clients=list(names),
+        num_threads=min(config.simulator_threads, len(names)),
+        workspace_root=str(workspace / "flare"),
+    )
+    result = recipe.execute(env).get_result()
+    found = _find_global_model(Path(result) if result else workspace / "flare" / JOB_NAME)
+    return load_tensors(found)
+
+
+def _run_poc(recipe: Any, names: tuple[str, ...], workspace: Path) -> dict[str, torch.Tensor]:
+    """The job on a FLARE POC deployment: provisioned, started (server and one process
+    per client), submitted and awaited through the admin API, then stopped; the POC
+    workspace (startup kits, every service's log) stays in ``workspace/poc``."""
+    from nvflare.recipe import PocEnv
+
+    poc = workspace / "poc"
+    saved = os.environ.get("NVFLARE_POC_WORKSPACE")
+    os.environ["NVFLARE_POC_WORKSPACE"] = str(poc)  # read by FLARE's POC tools
+    env = PocEnv(clients=list(names))
+    try:
+        run = recipe.execute(env)
+        result = run.get_result(timeout=POC_TIMEOUT, clean_up=False)
+        status = run.get_status()
+        if not result:
+            raise RuntimeError(
+                f"the POC job {run.get_job_id()} gave no result (status {status}); see the "
+                f"server and client logs under {poc}"
+            )
+        found = sorted(Path(result).glob("**/FL_global_model.pt"))
+        if not found:
+            raise RuntimeError(f"the POC job saved no global model under {result} ({status})")
+        return load_tensors(found[0])
+    finally:
+        env.stop(clean_up=False)  # idempotent: every service is down when this returns
+        if saved is None:
+            os.environ.pop("NVFLARE_POC_WORKSPACE", None)
+        else:
+            os.environ["NVFLARE_POC_WORKSPACE"] = saved
 
 
 @contextlib.contextmanager
@@ -285,7 +346,7 @@ def _clear(workspace: Path) -> None:
     """Remove a previous run's job and FLARE folders (only those this module writes)."""
     import shutil
 
-    for sub in ("job", "flare"):
+    for sub in ("job", "flare", "poc"):
         target = workspace / sub
         if target.exists():
             shutil.rmtree(target)

@@ -244,8 +244,9 @@ def simulate_withdrawal(
     seed: int = 0,
     device: str | torch.device = "cpu",
     cache_dir: str | Path | None = None,
+    backend: str = "simulator",
 ) -> WithdrawalOutcome:
-    """Run FedAvg on the FLARE simulator with ``withdrawal``, then measure it.
+    """Run FedAvg on FLARE with ``withdrawal``, then measure it.
 
     Args:
         federation: Providers and the auditors' and oracle's data.
@@ -260,6 +261,7 @@ def simulate_withdrawal(
         seed: Seeds shadows and splits.
         device: Torch device for the measurement.
         cache_dir: Shadow and prediction cache.
+        backend: ``"simulator"`` or ``"poc"`` (see :func:`~monai_forget.fl.job.run_federated`).
 
     Raises:
         ValueError: bad providers or withdrawal (before FLARE starts).
@@ -274,7 +276,9 @@ def simulate_withdrawal(
     unknown = sorted(set(remaining) - set(stay))
     if unknown:
         raise ValueError(f"remaining providers {unknown} are not among those that stay {stay}")
-    run = run_federated(federation.clients, config, workspace, withdrawal=withdrawal)
+    run = run_federated(
+        federation.clients, config, workspace, withdrawal=withdrawal, backend=backend
+    )
     if oracle is None:
         oracle = federated_oracle(federation, config, seed=seed, device=device, cache_dir=cache_dir)
     evaluation = evaluate_withdrawal(

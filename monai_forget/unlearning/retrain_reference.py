@@ -1,0 +1,183 @@
+"""Is an unlearned model indistinguishable from models retrained without the provider?
+
+The field judges unlearning against its gold standard, retraining from scratch: U-LiRA
+(Hayes et al., "Inexact Unlearning Needs More Careful Evaluations to Avoid a False
+Sense of Privacy", 2024) fits, per example, the distribution of outputs of retrained
+models and of unlearned models, and asks how well a likelihood-ratio test tells them
+apart. Here (ours, an offline variant: one unlearned model, no unlearned shadows) k
+models are retrained by the federation's own FedAvg without the provider, with seeds
+the unlearned model never used, and the unlearned model's outputs on the withdrawn data
+are compared with their spread:
+
+- per example x: ``phi(x) = log p_y - log(sum_{j != y} p_j)`` (LiRA's logit-scaled
+  confidence), and ``z(x) = (phi_u(x) - mean_k phi_k(x)) / (sd_k phi_k(x) sqrt(1 + 1/k))``,
+  a predictive t statistic with k - 1 degrees of freedom; the share of examples with a
+  two-sided p below 0.05 is reported (about 5 % when the model is like a retrained one;
+  the examples are not independent, so this share is descriptive);
+- set level (the decision): ``T(m) = mean_x phi_m(x)`` for each model; under the
+  hypothesis that the unlearned model is one more draw of retraining, ``(T_u - mean
+  T_k) / (sd T_k sqrt(1 + 1/k))`` follows a t distribution with k - 1 degrees of freedom
+  (T is a mean over many examples, close to normal); two-sided, because an unlearned
+  model *less* confident than retraining on the withdrawn data is as distinguishable as
+  one more confident (the "Streisand effect" of over-forgetting).
+
+The same comparison of the model *before* the withdrawal says whether there was
+anything to forget: a provider the model never measurably learned is "already
+forgotten", and an unlearning method gets no credit for it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.stats
+import torch
+from torch import nn
+
+from monai_forget.audit.refmodel import logit_confidence
+from monai_forget.data import LabelledImages
+from monai_forget.inference import predict
+from monai_forget.results import Result
+
+__all__ = [
+    "RetrainComparison",
+    "compare_with_retraining",
+    "retrained_models",
+]
+
+INDISTINGUISHABLE = "indistinguishable from retraining"
+REMEMBERS = "distinguishable: more confident than retraining (remembers)"
+OVERFORGETS = "distinguishable: less confident than retraining (over-forgets)"
+
+
+@dataclass
+class RetrainComparison(Result):
+    """One model's outputs on the withdrawn data against k retrained models'.
+
+    Attributes:
+        decision: :data:`INDISTINGUISHABLE`, :data:`REMEMBERS` or :data:`OVERFORGETS`.
+        pvalue: two-sided p-value of the set-level predictive t test.
+        statistic: ``T_u - mean T_k`` (mean logit confidence, model minus retraining).
+        t: the predictive t statistic.
+        model_mean: ``T_u``.
+        retrained_means: ``T_k`` of each retrained model.
+        flagged_share: share of examples whose per-example two-sided p < 0.05.
+        examples: number of withdrawn examples.
+        alpha: the level of the decision.
+    """
+
+    decision: str
+    pvalue: float
+    statistic: float
+    t: float
+    model_mean: float
+    retrained_means: list[float]
+    flagged_share: float
+    examples: int
+    alpha: float
+
+    def summary(self) -> str:
+        return (
+            f"{self.decision} (p = {self.pvalue:.3g}; mean logit confidence "
+            f"{self.model_mean:.3f} vs retrained {np.mean(self.retrained_means):.3f} +- "
+            f"{np.std(self.retrained_means, ddof=1):.3f}, k = {len(self.retrained_means)}; "
+            f"{100 * self.flagged_share:.0f} % of {self.examples} examples flagged)"
+        )
+
+
+def _logits(model: nn.Module, data: LabelledImages, device: str | torch.device) -> np.ndarray:
+    out = predict(model, data, device=device)
+    return logit_confidence(out.probs, out.labels)
+
+
+def compare_with_retraining(
+    model: nn.Module | np.ndarray,
+    retrained: Sequence[nn.Module] | np.ndarray,
+    data: LabelledImages | None = None,
+    *,
+    alpha: float = 0.05,
+    device: str | torch.device = "cpu",
+) -> RetrainComparison:
+    """Compare ``model`` with ``retrained`` on the withdrawn ``data`` (module docstring).
+
+    Args:
+        model: the unlearned (or any) model, or its ``(N,)`` logit confidences.
+        retrained: k >= 3 models retrained without the provider, or their ``(k, N)``
+            logit confidences on the same examples.
+        data: the withdrawn provider's data (needed when models are given).
+        alpha: level of the set-level decision.
+        device: torch device.
+
+    Raises:
+        ValueError: fewer than 3 retrained models, or outputs of different lengths.
+    """
+    if (isinstance(model, nn.Module) or not isinstance(retrained, np.ndarray)) and data is None:
+        raise ValueError("pass the withdrawn data to score the models on")
+    phi_u = _logits(model, data, device) if isinstance(model, nn.Module) else np.asarray(model)
+    phi_k = (
+        np.asarray(retrained, dtype=np.float64)
+        if isinstance(retrained, np.ndarray)
+        else np.stack([_logits(m, data, device) for m in retrained])
+    )
+    k = phi_k.shape[0]
+    if k < 3:
+        raise ValueError(f"{k} retrained models: the spread of retraining needs at least 3")
+    if phi_k.shape[1] != phi_u.shape[0]:
+        raise ValueError(f"{phi_u.shape[0]} model outputs for {phi_k.shape[1]} retrained outputs")
+    inflate = math.sqrt(1 + 1 / k)
+    spread = phi_k.std(axis=0, ddof=1)
+    gap = phi_u - phi_k.mean(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = gap / (spread * inflate)
+    per_example = 2 * scipy.stats.t.sf(np.abs(z), df=k - 1)
+    # No spread among the retrained models: only an identical output is like them.
+    per_example = np.where(spread > 0, per_example, np.where(gap == 0, 1.0, 0.0))
+    means = phi_k.mean(axis=1)
+    t_u = float(phi_u.mean())
+    diff = t_u - float(means.mean())
+    scale = float(means.std(ddof=1)) * inflate
+    t = diff / scale if scale > 0 else (0.0 if diff == 0 else math.copysign(math.inf, diff))
+    pvalue = float(2 * scipy.stats.t.sf(abs(t), df=k - 1))
+    decision = INDISTINGUISHABLE if pvalue > alpha else REMEMBERS if diff > 0 else OVERFORGETS
+    return RetrainComparison(
+        decision=decision,
+        pvalue=pvalue,
+        statistic=diff,
+        t=float(t),
+        model_mean=t_u,
+        retrained_means=means.tolist(),
+        flagged_share=float(np.mean(per_example < 0.05)),
+        examples=int(phi_u.shape[0]),
+        alpha=float(alpha),
+    )
+
+
+def retrained_models(
+    clients: Mapping[str, LabelledImages],
+    withdrawn: str,
+    config: object,
+    k: int,
+    *,
+    seed: int = 1000,
+    device: str | torch.device = "cpu",
+) -> list[nn.Module]:
+    """k models trained from scratch by FedAvg over every client but ``withdrawn``, with
+    the federation's local recipe and rounds (``config``: a
+    :class:`~monai_forget.fl.spec.FederatedConfig`), seeds ``seed``, ``seed + 1``, ...
+    (keep them apart from the seeds of the runs being judged)."""
+    from monai_forget.fl.shadow import fedavg
+
+    if withdrawn not in clients:
+        raise ValueError(f"withdrawn client {withdrawn!r} is not one of {sorted(clients)}")
+    remaining = [data for name, data in clients.items() if name != withdrawn]
+    recipe = config.recipe()  # type: ignore[attr-defined]
+    models = []
+    for j in range(k):
+        torch.manual_seed(seed + j)
+        model = recipe.build()
+        fedavg(model, remaining, recipe, config.rounds, seed=seed + j, device=torch.device(device))  # type: ignore[attr-defined]
+        models.append(model.eval())
+    return models
