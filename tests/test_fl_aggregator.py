@@ -55,6 +55,29 @@ def test_ordered_fedavg_is_the_weighted_mean_whatever_the_arrival_order() -> Non
         aggregator.accept_model(_result("a", values["a"], 1))
 
 
+def test_non_finite_or_misshapen_results_are_left_out_and_named() -> None:
+    """A NaN update (e.g. a poisoned elimination) or one of another shape never reaches
+    the average: the round is the mean of the valid clients, and the client is named."""
+    good = {"a": np.ones(4), "b": np.full(4, 3.0)}
+    aggregator = OrderedFedAvg()
+    for name, value in good.items():
+        aggregator.accept_model(_result(name, value, 1))
+    aggregator.accept_model(_result("nan", np.array([1.0, np.nan, 0.0, 0.0]), 1))
+    aggregator.accept_model(_result("shape", np.ones(5), 1))
+    assert "non-finite" in aggregator.rejected["nan"]
+    with pytest.raises(ValueError, match="reported twice"):
+        aggregator.accept_model(_result("nan", np.ones(4), 1))
+    out = aggregator.aggregate_model()
+    np.testing.assert_array_equal(out.params["w"].numpy(), np.full(4, 2.0, dtype=np.float32))
+    assert set(aggregator.last_rejected) == {"nan", "shape"}
+    assert "differ" in aggregator.last_rejected["shape"]
+    assert aggregator.rejected == {}  # reset for the next round
+    only_bad = OrderedFedAvg()
+    only_bad.accept_model(_result("nan", np.full(4, np.inf), 1))
+    with pytest.raises(ValueError, match=r"no valid client result.*'nan'"):
+        only_bad.aggregate_model()
+
+
 @pytest.mark.slow
 def test_a_seeded_federated_run_is_reproducible(tmp_path) -> None:
     digits = load_digits()

@@ -6,6 +6,11 @@ in the last bits, and training amplifies the difference round after round (the s
 seeded withdrawal gave forgetting rates from 0.52 to 0.96). :class:`OrderedFedAvg`
 keeps the round's results and averages them in client-name order, in float64, so a
 seeded federated run is reproducible.
+
+It also refuses what must not reach the global model: a client result with non-finite
+values (e.g. a poisoned or diverged elimination update) or whose parameters differ in
+names or shapes from the other clients' is left out of the round's average, and the
+server log names the client and the reason.
 """
 
 from __future__ import annotations
@@ -38,16 +43,50 @@ class OrderedFedAvg(ModelAggregator):
     def __init__(self) -> None:
         super().__init__()
         self._results: dict[str, FLModel] = {}
+        #: client -> why its result was left out of the current round (and the last one)
+        self.rejected: dict[str, str] = {}
+        self.last_rejected: dict[str, str] = {}
 
     def accept_model(self, model: FLModel) -> None:
         name = _get_client_name(model)
-        if name in self._results:
+        if name in self._results or name in self.rejected:
             raise ValueError(f"client {name!r} reported twice in one round")
+        bad = [
+            k for k, v in (model.params or {}).items() if not np.isfinite(_as_float64(v)[0]).all()
+        ]
+        if bad:
+            self._reject(name, f"non-finite values in {bad[:3]}")
+            return
         self._results[name] = model
 
+    def _reject(self, name: str, reason: str) -> None:
+        self.rejected[name] = reason
+        message = f"client {name!r} left out of this round's average: {reason}"
+        if self.fl_ctx is not None:
+            self.error(message)
+
+    def _drop_mismatched(self) -> None:
+        """Leave out results whose parameter names/shapes differ from the majority's."""
+        shapes = {
+            n: tuple(sorted((k, tuple(np.shape(v))) for k, v in m.params.items()))
+            for n, m in self._results.items()
+        }
+        signatures = list(shapes.values())
+        common = max(set(signatures), key=signatures.count)
+        for name, signature in shapes.items():
+            if signature != common:
+                differ = sorted(set(signature) ^ set(common))[:3]
+                self._reject(name, f"parameters differ from the other clients' ({differ})")
+                del self._results[name]
+
     def aggregate_model(self) -> FLModel:
+        if self._results:
+            self._drop_mismatched()
         if not self._results:
-            raise ValueError("no client result to aggregate")
+            raise ValueError(
+                f"no valid client result to aggregate (rejected: {self.rejected}); the global "
+                "model is left as it was"
+            )
         names = sorted(self._results)
         weights = {n: _get_num_steps_weight(self._results[n]) for n in names}
         total = sum(weights[n] for n in names)
@@ -57,8 +96,10 @@ class OrderedFedAvg(ModelAggregator):
             _, restore = _as_float64(first.params[key])
             mean = sum(weights[n] * _as_float64(self._results[n].params[key])[0] for n in names)
             params[key] = restore(mean / total)
+        self.last_rejected = dict(self.rejected)
         self.reset_stats()
         return FLModel(params=params, params_type=first.params_type or ParamsType.FULL)
 
     def reset_stats(self) -> None:
         self._results = {}
+        self.rejected = {}
