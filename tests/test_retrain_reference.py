@@ -11,8 +11,8 @@ import pytest
 import scipy.stats
 
 from monai_forget.data import load_digits
-from monai_forget.fl.shadow import fedavg
 from monai_forget.fl.spec import FederatedConfig
+from monai_forget.unlearning.baselines import fedavg
 from monai_forget.unlearning.retrain_reference import (
     INDISTINGUISHABLE,
     OVERFORGETS,

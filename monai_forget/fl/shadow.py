@@ -19,9 +19,8 @@ oracle and the auditors can use it wherever they take a recipe.
 
 from __future__ import annotations
 
-import copy
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,8 +29,9 @@ from torch import nn
 
 from monai_forget.data import LabelledImages
 from monai_forget.shadow import SupervisedRecipe
+from monai_forget.unlearning.baselines import fedavg
 
-__all__ = ["FedAvgShadowRecipe", "fedavg"]
+__all__ = ["FedAvgShadowRecipe"]
 
 
 @dataclass(frozen=True)
@@ -95,35 +95,3 @@ class FedAvgShadowRecipe:
     ) -> None:
         """Train ``model`` in place by FedAvg over the parts of ``data``."""
         fedavg(model, self.partition(data, seed), self.local, self.rounds, seed=seed, device=device)
-
-
-def fedavg(
-    model: nn.Module,
-    clients: Sequence[LabelledImages],
-    local: SupervisedRecipe,
-    rounds: int,
-    *,
-    seed: int,
-    device: torch.device,
-) -> nn.Module:
-    """Train ``model`` in place by FedAvg: each round, a copy fitted by ``local`` on each
-    client's data, then the copies' floating-point weights averaged with equal weights
-    (the clients run equal step counts, as FLARE's ``FedAvgRecipe`` runs this package's
-    clients); integer buffers are taken from the first client."""
-    model.to(device)
-    for r in range(rounds):
-        states = []
-        for i, part in enumerate(clients):
-            copy_ = copy.deepcopy(model)
-            local.fit(copy_, part, seed=seed * 100_003 + r * 1_009 + i, device=device)
-            states.append(copy_.state_dict())
-        average = {
-            k: (
-                sum(s[k] for s in states) / len(states)
-                if states[0][k].is_floating_point()
-                else states[0][k]
-            )
-            for k in states[0]
-        }
-        model.load_state_dict(average)
-    return model

@@ -8,7 +8,7 @@ Learning" (arXiv:2003.10933, 2020):
 - **forcible**: subtract the user's accumulated contributions from the model
   (:func:`forcible_forgetting`);
 - **retraining** from scratch without the user, the gold standard
-  (:func:`retrain_from_scratch`).
+  (:func:`retrain_from_scratch`; federated: :func:`fedavg` over the remaining clients).
 
 These work on any PyTorch/MONAI classifier; in federated training the same operations
 run inside NVIDIA FLARE (:mod:`monai_forget.fl`: ``Withdrawal(method=
@@ -29,6 +29,7 @@ from monai_forget.unlearning.dummy_gradient import check_same_shapes
 
 __all__ = [
     "accumulate_updates",
+    "fedavg",
     "forcible_forgetting",
     "natural_forgetting",
     "retrain_from_scratch",
@@ -126,3 +127,35 @@ def retrain_from_scratch(
 ) -> nn.Module:
     """Retraining baseline (the gold standard): a fresh model trained without the user."""
     return ShadowTrainer(recipe, device=device).train(remaining, seed=seed)
+
+
+def fedavg(
+    model: nn.Module,
+    clients: Sequence[LabelledImages],
+    local: Recipe,
+    rounds: int,
+    *,
+    seed: int,
+    device: torch.device,
+) -> nn.Module:
+    """Train ``model`` in place by FedAvg: each round, a copy fitted by ``local`` on each
+    client's data, then the copies' floating-point weights averaged with equal weights
+    (the clients run equal step counts, as FLARE's ``FedAvgRecipe`` runs this package's
+    clients); integer buffers are taken from the first client."""
+    model.to(device)
+    for r in range(rounds):
+        states = []
+        for i, part in enumerate(clients):
+            copy_ = copy.deepcopy(model)
+            local.fit(copy_, part, seed=seed * 100_003 + r * 1_009 + i, device=device)
+            states.append(copy_.state_dict())
+        average = {
+            k: (
+                sum(s[k] for s in states) / len(states)
+                if states[0][k].is_floating_point()
+                else states[0][k]
+            )
+            for k in states[0]
+        }
+        model.load_state_dict(average)
+    return model

@@ -41,6 +41,7 @@ from monai_forget.audit.refmodel import logit_confidence
 from monai_forget.data import LabelledImages
 from monai_forget.inference import predict
 from monai_forget.results import Result
+from monai_forget.unlearning.baselines import fedavg
 
 __all__ = [
     "RetrainComparison",
@@ -168,8 +169,6 @@ def retrained_models(
     the federation's local recipe and rounds (``config``: a
     :class:`~monai_forget.fl.spec.FederatedConfig`), seeds ``seed``, ``seed + 1``, ...
     (keep them apart from the seeds of the runs being judged)."""
-    from monai_forget.fl.shadow import fedavg
-
     if withdrawn not in clients:
         raise ValueError(f"withdrawn client {withdrawn!r} is not one of {sorted(clients)}")
     remaining = [data for name, data in clients.items() if name != withdrawn]
