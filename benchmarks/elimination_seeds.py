@@ -1,8 +1,9 @@
 """Benchmark: memorisation elimination across seeds, judged against retraining.
 
-On a federation whose global model generalises (ACDC diagnosis from clinical features,
-:func:`monai_forget.fl.run.acdc_feature_federation`: 3 providers x 15 patients), for
-each seed it runs on the NVIDIA FLARE simulator: Forsaken (SecForget, Liu et al. 2020,
+On federations whose global model generalises (:data:`FEDERATIONS`: ACDC diagnosis from
+clinical features, :func:`monai_forget.fl.run.acdc_feature_federation`, 3 providers x 15
+patients; PneumoniaMNIST providers with label skew), for each seed it runs on the NVIDIA
+FLARE simulator: Forsaken (SecForget, Liu et al. 2020,
 Protocol 2, withdrawal in round 7 of 9), natural, forcible and retraining from scratch
 without the provider, and prints (markdown), per seed and per method:
 
@@ -58,13 +59,39 @@ METHODS = ("forsaken", "natural", "forcible", "retraining")
 FR_MEAN, FR_MIN, ACC_LOSS, INDIST_SHARE = 0.85, 0.75, 0.05, 0.80
 
 
-def one_seed(seed: int, work: Path, k: int, images) -> dict:
+#: The federations measured, by name: their title in the report.
+FEDERATIONS = {
+    "acdc-features": "ACDC diagnosis from clinical features",
+    "pneumoniamnist-skew": "PneumoniaMNIST providers with label skew",
+}
+#: PneumoniaMNIST providers' share of pneumonia (the training split has 74 %).
+SKEW = (0.9, 0.3, 0.6)
+
+
+def make_federation(name: str, seed: int, loaded: dict):
+    """The federation ``name`` at ``seed`` (its data loaded once into ``loaded``)."""
+    if name == "acdc-features":
+        from monai_forget.acdc.release import expert_feature_rows, feature_images
+
+        if name not in loaded:
+            loaded[name] = feature_images(expert_feature_rows(data_root()))
+        return acdc_feature_federation(data=loaded[name], seed=seed)
+    from monai_forget.data import load_pneumoniamnist
+    from monai_forget.unlearning.scenario import build_federation
+
+    if name not in loaded:
+        loaded[name] = load_pneumoniamnist("train")
+    return build_federation(loaded[name], per_client=200, label_skew=SKEW, seed=seed)
+
+
+def one_seed(name: str, seed: int, work: Path, k: int, loaded: dict) -> dict:
     """Every method's measurements at one seed (cached as JSON)."""
+    work = work / name
     cached = work / f"seed{seed}.json"
     out: dict = json.loads(cached.read_text()) if cached.is_file() else {}
     if "full" in out:
         return out
-    fed = acdc_feature_federation(data=images, seed=seed)
+    fed = make_federation(name, seed, loaded)
     config = mlp_config(fed, seed=seed)
     cache = work / "cache"
     log(f"[seed {seed}] oracle and {k} retrained references")
@@ -128,8 +155,8 @@ def _accuracies(model, remaining: dict, test) -> dict[str, float]:
     }
 
 
-def report(results: list[dict], k: int) -> None:
-    say(f"## ACDC diagnosis from clinical features, {len(results)} seeds\n")
+def report(name: str, results: list[dict], k: int) -> None:
+    say(f"## {FEDERATIONS[name]}, {len(results)} seeds\n")
     say(results[0]["description"] + ".\n")
     say(
         "Per seed: the federation trained with every provider for all rounds against the "
@@ -217,23 +244,26 @@ def _mark(ok: bool) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--federations", nargs="+", choices=sorted(FEDERATIONS), default=list(FEDERATIONS)
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--k", type=int, default=8, help="retrained reference models")
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    from monai_forget.acdc.release import expert_feature_rows, feature_images
-
-    images = feature_images(expert_feature_rows(data_root()))
     say("# Memorisation elimination across seeds, judged against retraining\n")
     say(
-        f"- command: `python benchmarks/elimination_seeds.py --seeds "
-        f"{' '.join(map(str, args.seeds))} --k {args.k}`; python {platform.python_version()}, "
+        f"- command: `python benchmarks/elimination_seeds.py --federations "
+        f"{' '.join(args.federations)} --seeds {' '.join(map(str, args.seeds))} --k {args.k}`; "
+        f"python {platform.python_version()}, "
         f"{os.cpu_count()} CPUs; NVIDIA FLARE simulator; FedAvg 9 rounds x 50 local Adam "
         f"steps, MLP 128 hidden; {WITHDRAWN} withdraws in round {ROUND}\n"
     )
-    results = [one_seed(s, args.work, args.k, images) for s in args.seeds]
-    report(results, args.k)
+    loaded: dict = {}
+    for name in args.federations:
+        results = [one_seed(name, s, args.work, args.k, loaded) for s in args.seeds]
+        report(name, results, args.k)
     if args.out:
         write(args.out)
     return 0

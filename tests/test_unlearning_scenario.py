@@ -132,6 +132,38 @@ def test_sample_federation_has_no_signature_unless_constructed() -> None:
     )
 
 
+def test_label_skewed_providers_have_their_class_shares_and_share_no_sample() -> None:
+    data = _patients(per_class=100, classes=2, slices=5)  # 500 samples per class
+    shares = (0.8, 0.2, 0.5)
+    fed = build_federation(
+        data, per_client=50, calibration_size=20, test_size=100, shadow_size=100,
+        label_skew=shares, seed=1,
+    )  # fmt: skip
+    for name, share in zip(fed.clients, shares, strict=True):
+        assert np.mean(fed.clients[name].labels) == pytest.approx(share)
+        assert np.mean(fed.calibration[name].labels) == pytest.approx(share)
+    sets = [*fed.clients.values(), *fed.calibration.values(), fed.test, fed.shadow]
+    ids = [i for part in sets for i in part.ids]
+    assert len(ids) == len(set(ids)) == 3 * 70 + 200
+    assert "label skew (share of class 1): site-1 80 %" in fed.description
+    with pytest.raises(ValueError, match="3 shares in"):
+        build_federation(
+            data, per_client=50, calibration_size=20, test_size=10, shadow_size=10,
+            label_skew=(0.5, 0.5),
+        )  # fmt: skip
+    with pytest.raises(ValueError, match="not enough samples of each class"):
+        build_federation(
+            data, per_client=300, calibration_size=20, test_size=10, shadow_size=10,
+            label_skew=(1.0, 1.0, 0.0),
+        )  # fmt: skip
+    three = _patients(per_class=100, classes=3, slices=2)
+    with pytest.raises(ValueError, match="two-class data"):
+        build_federation(
+            three, per_client=20, calibration_size=5, test_size=10, shadow_size=10,
+            label_skew=(0.5, 0.5, 0.5),
+        )  # fmt: skip
+
+
 def test_oracle_fit_split_uses_the_given_members() -> None:
     data = _patients()
     recipe = SupervisedRecipe(

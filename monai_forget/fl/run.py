@@ -125,11 +125,13 @@ def sample_federation(
     n_clients: int = 3,
     per_client: int = 200,
     signed: str | None = None,
+    label_skew: Sequence[float] | None = None,
     seed: int = 0,
 ) -> Federation:
     """Random sample partitions of PneumoniaMNIST (``"pneumoniamnist"``, training split)
     or of the MNIST test digits (``"mnist"``); ``signed`` adds the constructed site
-    signature (:func:`~monai_forget.unlearning.scenario.add_site_frame`)."""
+    signature (:func:`~monai_forget.unlearning.scenario.add_site_frame`); ``label_skew``
+    gives each provider its share of class 1 (PneumoniaMNIST: pneumonia)."""
     from monai_forget.data import load_mnist_test, load_pneumoniamnist
 
     if name == "pneumoniamnist":
@@ -139,7 +141,12 @@ def sample_federation(
     else:
         raise ValueError(f"unknown data set {name!r}; use 'pneumoniamnist' or 'mnist'")
     return build_federation(
-        data, n_clients=n_clients, per_client=per_client, signed=signed, seed=seed
+        data,
+        n_clients=n_clients,
+        per_client=per_client,
+        signed=signed,
+        label_skew=label_skew,
+        seed=seed,
     )
 
 

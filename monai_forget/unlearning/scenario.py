@@ -25,7 +25,7 @@ own, the change can stay on them. ``docs/unlearning.md`` reports what happens.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -275,11 +275,14 @@ def build_federation(
     shadow_size: int = 400,
     signed: str | None = None,
     frame_width: int = 2,
+    label_skew: Sequence[float] | None = None,
     seed: int = 0,
 ) -> Federation:
     """Split ``data`` at random into providers, calibration, test and shadow sets.
 
-    Sample-level partitions (e.g. PneumoniaMNIST): the providers are exchangeable.
+    Sample-level partitions (e.g. PneumoniaMNIST): the providers are exchangeable, or,
+    with ``label_skew``, differ in their share of each class (as hospitals with
+    different case mixes do).
 
     Args:
         data: The real data set to split.
@@ -291,6 +294,9 @@ def build_federation(
         signed: Constructed scenario: the provider whose images (and calibration and
             shadow data) get the synthetic site frame; ``None`` (default): none.
         frame_width: Border width of the synthetic site frame in pixels.
+        label_skew: Two-class data only: each provider's share of class 1 (one value per
+            provider, in [0, 1]); its calibration set has the same share. The test and
+            shadow sets are drawn at random from the rest. ``None``: random providers.
         seed: Seeds the split.
     """
     names = [f"site-{i + 1}" for i in range(n_clients)]
@@ -304,14 +310,25 @@ def build_federation(
             f"the split needs {need} samples but the data set has {len(data)}; lower "
             "per_client, calibration_size, test_size or shadow_size"
         )
-    order = np.random.default_rng(seed).permutation(len(data))
-    parts: list[LabelledImages] = []
-    start = 0
-    for size in (
-        [per_client] * n_clients + [calibration_size] * n_clients + [test_size, shadow_size]
-    ):
-        parts.append(data.subset(np.sort(order[start : start + size])))
-        start += size
+    if label_skew is None:
+        order = np.random.default_rng(seed).permutation(len(data))
+        parts: list[LabelledImages] = []
+        start = 0
+        for size in (
+            [per_client] * n_clients + [calibration_size] * n_clients + [test_size, shadow_size]
+        ):
+            parts.append(data.subset(np.sort(order[start : start + size])))
+            start += size
+    else:
+        parts = _skewed_parts(
+            data,
+            label_skew,
+            n_clients,
+            per_client,
+            calibration_size,
+            (test_size, shadow_size),
+            seed,
+        )
     clients = dict(zip(names, parts[:n_clients], strict=True))
     calibration = dict(zip(names, parts[n_clients : 2 * n_clients], strict=True))
     test, shadow = parts[-2], parts[-1]
@@ -322,6 +339,9 @@ def build_federation(
     sig = (
         "" if signed is None else f"; constructed signature: {frame_width}-pixel border on {signed}"
     )
+    if label_skew is not None:
+        shares = ", ".join(f"{n} {100 * v:.0f} %" for n, v in zip(names, label_skew, strict=True))
+        sig += f"; label skew (share of class 1): {shares}"
     return Federation(
         clients=clients,
         calibration=calibration,
@@ -334,3 +354,42 @@ def build_federation(
             f"{sig}; seed {seed}"
         ),
     )
+
+
+def _skewed_parts(
+    data: LabelledImages,
+    shares: Sequence[float],
+    n_clients: int,
+    per_client: int,
+    calibration_size: int,
+    rest_sizes: Sequence[int],
+    seed: int,
+) -> list[LabelledImages]:
+    """Providers, then calibration sets, with the given shares of class 1; then the
+    ``rest_sizes`` sets at random from what is left."""
+    if len(shares) != n_clients or not all(0.0 <= v <= 1.0 for v in shares):
+        raise ValueError(f"label_skew needs {n_clients} shares in [0, 1], got {list(shares)}")
+    labels = np.asarray(data.labels)
+    if set(np.unique(labels)) - {0, 1}:
+        raise ValueError("label_skew applies to two-class data (labels 0 and 1)")
+    rng = np.random.default_rng(seed)
+    pools = {c: list(rng.permutation(np.flatnonzero(labels == c))) for c in (0, 1)}
+    parts = []
+    for size in (per_client, calibration_size):
+        for share in shares:
+            ones = round(share * size)
+            if ones > len(pools[1]) or size - ones > len(pools[0]):
+                raise ValueError(
+                    f"not enough samples of each class for {n_clients} providers at shares "
+                    f"{list(shares)}; lower per_client or calibration_size"
+                )
+            taken = [pools[1].pop() for _ in range(ones)] + [
+                pools[0].pop() for _ in range(size - ones)
+            ]
+            parts.append(data.subset(np.sort(taken)))
+    rest = rng.permutation(np.asarray(pools[0] + pools[1], dtype=np.int64))
+    start = 0
+    for size in rest_sizes:
+        parts.append(data.subset(np.sort(rest[start : start + size])))
+        start += size
+    return parts
