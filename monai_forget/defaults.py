@@ -36,6 +36,9 @@ MEMORISATION_SCORE_DECOYS = 199
 #: Forsaken's dummy-gradient generator (Liu et al. 2020, Eq. 4): iterations E, the
 #: weight of the change-from-original regulariser λ_r and of the step-length term λ_s.
 FORSAKEN_GENERATOR = MappingProxyType({"iterations": 20, "drift_weight": 0.03, "step_weight": 0.0})
+#: Models retrained without a withdrawn provider that a federated withdrawal's final
+#: model is compared with (``monai_forget.unlearning.retrain_reference``).
+RETRAINED_MODELS = 5
 
 #: ACDC datalists (``monai-forget prepare acdc-nifti|acdc-h5``): an entry per short-axis
 #: slice or per volume, and the NIfTI release's frames (ED and ES, or all of the 4D file).

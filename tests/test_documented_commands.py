@@ -351,6 +351,9 @@ def test_federated_commands(command: str, shared_data: Path, tmp_path: Path) -> 
     result = check(run_line(command, tmp_path, extra=extra, env=environment(shared_data)))
     out = tmp_path / command.split("--out ")[1].split()[0]
     assert (out / "report.html").is_file() and (out / "results.json").is_file(), result.stdout
+    versus = json.loads((out / "results.json").read_text())["versus_retraining"]
+    assert len(versus["retrained_means"]) == 5 and "retraining" in versus["decision"]
+    assert "models retrained without site-1" in (out / "summary.md").read_text()
 
 
 def _processes_mentioning(text: str) -> list[str]:
@@ -377,6 +380,7 @@ def test_federated_poc_deployment(shared_data: Path, tmp_path: Path) -> None:
     out = tmp_path / "fl-poc"
     results = json.loads((out / "results.json").read_text())
     assert results["withdrawal"]["client"] == "site-1" and results["withdrawal"]["round"] == 1
+    assert len(results["versus_retraining"]["retrained_means"]) == 5
     poc = out / "workspace" / "poc"
     assert results["logs"]["flare"] == str(poc.resolve())
     kits = {p.name for p in poc.glob("*/prod_00/*")}

@@ -155,6 +155,8 @@ def test_cli_fl_simulate_refuses_bad_options_before_loading_data(tmp_path, capsy
     assert "constructed scenario" in capsys.readouterr().err
     assert main(["fl", "simulate", "--remaining", "site-1", "--out", out]) == 2
     assert "provider that stays" in capsys.readouterr().err
+    assert main(["fl", "poc", "--retrained", "2", "--out", out]) == 2
+    assert "at least 3 models" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
 

@@ -16,7 +16,7 @@ import argparse
 from pathlib import Path
 
 from monai_forget.cli.options import add_run_arguments
-from monai_forget.defaults import FORSAKEN_GENERATOR
+from monai_forget.defaults import FORSAKEN_GENERATOR, RETRAINED_MODELS
 
 DATASETS = ("acdc", "acdc-features", "pneumoniamnist", "mnist")
 
@@ -139,6 +139,14 @@ def _add_options(sim: argparse.ArgumentParser) -> None:
     leave.add_argument(
         "--remaining", default=None, help="remaining provider to audit (default: the first)"
     )
+    leave.add_argument(
+        "--retrained",
+        type=int,
+        default=RETRAINED_MODELS,
+        help="models retrained from scratch without the provider (FedAvg in one process) "
+        "that the final model is compared with on the withdrawn data; 0 skips it, else at "
+        "least 3 (default %(default)s)",
+    )
     sim.add_argument("--out", required=True, help="output folder")
     add_run_arguments(sim, "seed of the federation, training, withdrawal and audits")
     sim.add_argument("--overwrite", action="store_true", help="replace existing outputs")
@@ -155,6 +163,11 @@ def _check(args: argparse.Namespace) -> None:
         raise ValueError(f"remaining provider {args.remaining!r} is not one of {sites}")
     if args.remaining == args.withdraw:
         raise ValueError("--remaining must be a provider that stays, not the withdrawing one")
+    if args.retrained < 0 or args.retrained in (1, 2):
+        raise ValueError(
+            f"--retrained {args.retrained}: the spread of retraining needs at least 3 models "
+            "(or 0 to skip the comparison)"
+        )
     if args.site_signature and args.data.startswith("acdc"):
         raise ValueError(
             "--site-signature is a constructed scenario for pneumoniamnist / mnist; ACDC "
@@ -248,8 +261,22 @@ def run_simulate(args: argparse.Namespace) -> int:
     )
     run, evaluation = outcome.run, outcome.evaluation
     stay = [s for (stage, s, _m) in evaluation.audits if stage == "after" and s != args.withdraw]
+    versus = None
+    if args.retrained:
+        from monai_forget.unlearning.retrain_reference import (
+            compare_with_retraining,
+            retrained_models,
+        )
+
+        references = retrained_models(
+            federation.clients, args.withdraw, config, args.retrained, seed=1000 + args.seed
+        )
+        versus = compare_with_retraining(
+            run.global_model, references, federation.clients[args.withdraw], device=args.device
+        )
     result = {
         **evaluation.to_dict(),
+        "versus_retraining": None if versus is None else versus.to_dict(),
         "withdrawal": run.record,
         "federation": federation.description,
         "logs": {"console": str(run.workspace / "simulator.log"), "flare": str(run.log_dir)},
@@ -257,7 +284,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         "seed": args.seed,
     }
     write_json(paths["results.json"], result, overwrite=args.overwrite)
-    summary = _summary(evaluation, federation.description, args.withdraw, stay[0])
+    summary = _summary(evaluation, federation.description, args.withdraw, stay[0], versus)
     with atomic_write(paths["summary.md"], "w", overwrite=args.overwrite) as handle:
         handle.write(summary)
     write_report(
@@ -274,7 +301,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _summary(evaluation, description: str, withdrawn: str, remaining: str) -> str:
+def _summary(evaluation, description: str, withdrawn: str, remaining: str, versus=None) -> str:
     r = evaluation.rate
     lines = [
         f"# Withdrawal of {withdrawn}: {evaluation.label}",
@@ -283,6 +310,14 @@ def _summary(evaluation, description: str, withdrawn: str, remaining: str) -> st
         "",
         f"Forgetting rate: {r.summary()}",
         "",
+    ]
+    if versus is not None:
+        lines += [
+            f"Against {len(versus.retrained_means)} models retrained without {withdrawn}, on "
+            f"its data: {versus.summary()}",
+            "",
+        ]
+    lines += [
         "| stage | provider | K-S | EMA |",
         "|---|---|---|---|",
     ]
