@@ -193,7 +193,7 @@ def diagnosis(work: Path, data: list[str], masks: Path) -> dict:
     return out
 
 
-def withdrawal(work: Path, data: list[str], n_references: int) -> dict:
+def withdrawal(work: Path, data: list[str], n_references: int, refmodel_only: bool) -> dict:
     overrides = [x for k, v in AUDIT_PROFILE.items() for x in (f"--{k}", str(v))]
     cpu = "['configs/train.json','configs/cpu.json']"
     models = {
@@ -249,12 +249,13 @@ def withdrawal(work: Path, data: list[str], n_references: int) -> dict:
             "--n_references",
             str(n_references),
             *overrides,
-            outputs=folder / "scores.json",
+            *(["--run", "['$@refmodel.run()']"] if refmodel_only else []),
+            outputs=folder / ("refmodel.json" if refmodel_only else "scores.json"),
         )
-        out[case] = {
-            m: json.loads((folder / f"{m}.json").read_text()) for m in ("refmodel", "ks", "ema")
-        }
-        out[case]["by_score"] = json.loads((folder / "scores.json").read_text())["by_score"]
+        methods = ("refmodel",) if refmodel_only else ("refmodel", "ks", "ema")
+        out[case] = {m: json.loads((folder / f"{m}.json").read_text()) for m in methods}
+        if not refmodel_only:
+            out[case]["by_score"] = json.loads((folder / "scores.json").read_text())["by_score"]
         out[case]["train"] = json.loads(
             models[case].with_name(models[case].stem + "_train.json").read_text()
         )
@@ -398,6 +399,7 @@ def report(seg: dict, diag: dict, audit: dict | None, fed: dict | None) -> None:
             f"{audit['a']['refmodel']['details']['n_references']} reference models; right "
             "answers: (a) not forgotten, (b) forgotten; inconclusive is never wrong."
         )
+    if audit is not None and "by_score" in audit["a"]:
         say()
         say("K-S and EMA as the papers define them, per score:")
         say()
@@ -443,6 +445,11 @@ def main() -> int:
     parser.add_argument(
         "--n-references", type=int, default=8, help="reference models of the withdrawal audit"
     )
+    parser.add_argument(
+        "--refmodel-only",
+        action="store_true",
+        help="the withdrawal audit runs the reference-model audit only (no K-S/EMA shadows)",
+    )
     parser.add_argument("--skip-federation", action="store_true")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -463,7 +470,9 @@ def main() -> int:
     say()
     seg = segmentation(work, data)
     diag = diagnosis(work, data, seg["masks"])
-    audit = None if args.skip_audit else withdrawal(work, data, args.n_references)
+    audit = (
+        None if args.skip_audit else withdrawal(work, data, args.n_references, args.refmodel_only)
+    )
     fed = None if args.skip_federation else federation(args.data, work)
     report(seg, diag, audit, fed)
     if args.out:
