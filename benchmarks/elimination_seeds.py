@@ -200,14 +200,15 @@ def report(name: str, results: list[dict], k: int) -> None:
     for method in METHODS:
         rows = [r["methods"][method] for r in results]
         fr = [m["fr"] for m in rows]
-        loss = [
-            (
-                r["before"]["accuracy"][s] - r["methods"][method]["accuracy"][s]
-                for s in ("remaining", "test")
-            )
-            for r in results
-        ]
-        loss = np.array([list(x) for x in loss])
+        loss = np.array(
+            [
+                [
+                    r["before"]["accuracy"][s] - r["methods"][method]["accuracy"][s]
+                    for s in ("remaining", "test")
+                ]
+                for r in results
+            ]
+        )
         same = sum(m["retrain"]["decision"] == INDISTINGUISHABLE for m in rows)
         say(
             f"| {method} | {100 * np.mean(fr):.1f} % | {100 * np.min(fr):.1f} % "
