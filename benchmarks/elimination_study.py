@@ -30,6 +30,7 @@ from monai_forget.data import data_root
 from monai_forget.defaults import FORSAKEN_GENERATOR
 from monai_forget.fl.run import acdc_feature_federation, federated_oracle, mlp_config
 from monai_forget.unlearning import DummyGradientGenerator, forgetting_rate
+from monai_forget.unlearning.baselines import average_states
 from monai_forget.unlearning.evaluation import accuracy
 from monai_forget.unlearning.retrain_reference import (
     INDISTINGUISHABLE,
@@ -59,13 +60,6 @@ def local(model, part, recipe, seed: int, round_: int, index: int):
     return fitted.state_dict()
 
 
-def average(states: list[dict]) -> dict:
-    return {
-        k: sum(s[k] for s in states) / len(states) if states[0][k].is_floating_point() else v
-        for k, v in states[0].items()
-    }
-
-
 def replay(fed, config, generator: dict | None):
     """(model before the withdrawal round, final model)."""
     recipe, names = config.recipe(), list(fed.clients)
@@ -73,7 +67,7 @@ def replay(fed, config, generator: dict | None):
     model = recipe.build()
     for r in range(ROUND):
         model.load_state_dict(
-            average(
+            average_states(
                 [
                     local(model, fed.clients[n], recipe, config.seed, r, i)
                     for i, n in enumerate(names)
@@ -90,10 +84,10 @@ def replay(fed, config, generator: dict | None):
             share = 1.0 / len(names)
             state = model.state_dict()
             states.append({k: state[k] + step[k] / share if k in step else state[k] for k in state})
-    model.load_state_dict(average(states))
+    model.load_state_dict(average_states(states))
     for r in range(ROUND + 1, config.rounds):
         model.load_state_dict(
-            average(
+            average_states(
                 [
                     local(model, fed.clients[n], recipe, config.seed, r, i)
                     for i, n in enumerate(names)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from monai_forget.audit import AuditResult, RefModelReference, write_report
 from monai_forget.audit.refmodel import ROLES, logit_confidence, pooled_sigma
 from monai_forget.bundles.segmentation import BundleShadowTrainer, labelled_slices, split_by_patient
 from monai_forget.bundles.weights import check_outputs, load_weights
+from monai_forget.defaults import REFMODEL_ALPHA, REFMODEL_MIN_POWER, REFMODEL_REFERENCES
 from monai_forget.results import jsonable, write_json
 from monai_forget.segmentation import SCORE_NAMES, SegmentationScores, score_model
 
@@ -106,10 +108,10 @@ class SegmentationReferenceAudit:
         provider: str,
         scenario: str = "",
         score: str = "foreground_confidence",
-        n_references: int = 8,
+        n_references: int = REFMODEL_REFERENCES,
         reference_fraction: float = 0.5,
-        alpha: float = 0.05,
-        min_power: float = 0.95,
+        alpha: float = REFMODEL_ALPHA,
+        min_power: float = REFMODEL_MIN_POWER,
         roi_size: Sequence[int] = (256, 256),
         device: Any = "cpu",
         cache_dir: str | os.PathLike | None = None,
@@ -148,6 +150,11 @@ class SegmentationReferenceAudit:
         names = ["refmodel.json", "refmodel_reference.json", "refmodel_report.html"]
         return [self.output_dir / n for n in names]
 
+    @cached_property
+    def data(self) -> dict[str, Any]:
+        """Each role's slices, loaded once by the bundle's deterministic loading."""
+        return {role: labelled_slices(self.entries[role], self.loading) for role in ROLES}
+
     def reference_sets(self) -> list[list[dict[str, Any]]]:
         """Reference model k's training entries: a seeded share of the reference patients."""
         return [
@@ -161,7 +168,7 @@ class SegmentationReferenceAudit:
         for role in ROLES:
             scores = score_model(
                 model,
-                self._data[role],
+                self.data[role],
                 roi_size=self.roi_size,
                 device=self.device,
                 cache_dir=self.cache_dir,
@@ -171,7 +178,6 @@ class SegmentationReferenceAudit:
 
     def fit_reference(self) -> RefModelReference:
         """Train (or reuse) the reference models and record their per-patient logits."""
-        self._data = {role: labelled_slices(self.entries[role], self.loading) for role in ROLES}
         per_model = []
         for k, entries in enumerate(self.reference_sets()):
             path = self.trainer.train(entries, f"reference model {k + 1}/{self.n_references}")
@@ -197,7 +203,7 @@ class SegmentationReferenceAudit:
         label = f"provider {self.provider}" + (f", {self.scenario}" if self.scenario else "")
         result = reference.audit(target, label=label, seed=self.seed)
         patients = {role: len(reference.hashes[role]) for role in ROLES}
-        result.sizes.update({f"{role}_slices": len(self._data[role]) for role in ROLES})
+        result.sizes.update({f"{role}_slices": len(self.data[role]) for role in ROLES})
         result.sizes["reference_patients"] = len({e["patient"] for e in self.population})
         result.details.update(
             {

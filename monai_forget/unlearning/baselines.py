@@ -29,6 +29,7 @@ from monai_forget.unlearning.dummy_gradient import check_same_shapes
 
 __all__ = [
     "accumulate_updates",
+    "average_states",
     "fedavg",
     "forcible_forgetting",
     "natural_forgetting",
@@ -149,13 +150,14 @@ def fedavg(
             copy_ = copy.deepcopy(model)
             local.fit(copy_, part, seed=seed * 100_003 + r * 1_009 + i, device=device)
             states.append(copy_.state_dict())
-        average = {
-            k: (
-                sum(s[k] for s in states) / len(states)
-                if states[0][k].is_floating_point()
-                else states[0][k]
-            )
-            for k in states[0]
-        }
-        model.load_state_dict(average)
+        model.load_state_dict(average_states(states))
     return model
+
+
+def average_states(states: Sequence[Mapping[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """FedAvg's equal-weight mean of client state dicts; integer buffers (e.g. batch-norm
+    counters) are taken from the first client."""
+    return {
+        k: sum(s[k] for s in states) / len(states) if v.is_floating_point() else v
+        for k, v in states[0].items()
+    }
