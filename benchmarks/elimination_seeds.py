@@ -15,6 +15,11 @@ without the provider, and prints (markdown), per seed and per method:
   (in one process, seeds 1000+); the FLARE retraining row is the test's own false-alarm
   check, and the federation trained with every provider for all rounds (no withdrawal)
   says whether there was anything to forget;
+- the reference-model auditor's decision (``monai_forget.audit.ReferenceModelAuditor``,
+  8 reference models trained by the auditors' recipe) on the withdrawn provider and on a
+  remaining one, for the federation trained with every provider, the model before the
+  withdrawal and each method's final model (known members: the providers that stayed
+  other than the one audited; non-members: that provider's calibration set);
 - the issue's targets (FR mean >= 85 % and minimum >= 75 %, accuracy loss < 5 points,
   indistinguishable from retraining in >= 80 % of seeds), met or missed.
 
@@ -36,18 +41,20 @@ from pathlib import Path
 import numpy as np
 from _markdown import log, say, write  # benchmarks/_markdown.py, next to this script
 
+from monai_forget.audit import ReferenceModelAuditor
 from monai_forget.data import data_root
 from monai_forget.fl.job import run_federated
 from monai_forget.fl.run import (
     DEFAULT_GENERATOR,
     acdc_feature_federation,
+    audit_recipe,
     federated_oracle,
     mlp_config,
     simulate_withdrawal,
 )
-from monai_forget.fl.spec import Withdrawal
+from monai_forget.fl.spec import Withdrawal, load_tensors
 from monai_forget.unlearning import forgetting_rate
-from monai_forget.unlearning.evaluation import accuracy
+from monai_forget.unlearning.evaluation import accuracy, audit_calibration
 from monai_forget.unlearning.retrain_reference import (
     INDISTINGUISHABLE,
     compare_with_retraining,
@@ -55,6 +62,7 @@ from monai_forget.unlearning.retrain_reference import (
 )
 
 WITHDRAWN, ROUND = "site-1", 7
+REMAINING = "site-2"  # the remaining provider the reference-model auditor also audits
 METHODS = ("forsaken", "natural", "forcible", "retraining")
 FR_MEAN, FR_MIN, ACC_LOSS, INDIST_SHARE = 0.85, 0.75, 0.05, 0.80
 
@@ -90,6 +98,9 @@ def one_seed(name: str, seed: int, work: Path, k: int, loaded: dict) -> dict:
     cached = work / f"seed{seed}.json"
     out: dict = json.loads(cached.read_text()) if cached.is_file() else {}
     if "full" in out:
+        if "refmodel" not in out:
+            out["refmodel"] = refmodel_audits(name, seed, work, loaded)
+            cached.write_text(json.dumps(out, indent=1))
         return out
     fed = make_federation(name, seed, loaded)
     config = mlp_config(fed, seed=seed)
@@ -142,7 +153,44 @@ def one_seed(name: str, seed: int, work: Path, k: int, loaded: dict) -> dict:
             "retrain": compare_with_retraining(after, references, query).to_dict(),
         }
     cached.parent.mkdir(parents=True, exist_ok=True)
+    out["refmodel"] = refmodel_audits(name, seed, work, loaded)
     cached.write_text(json.dumps(out, indent=1))
+    return out
+
+
+def _saved_model(config, path: Path):
+    """A model of the federation's network with the weights FLARE saved at ``path``."""
+    model = config.recipe().build()
+    state = load_tensors(path)
+    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()})
+    return model.eval()
+
+
+def refmodel_audits(name: str, seed: int, work: Path, loaded: dict) -> dict:
+    """The reference-model auditor on the withdrawn and a remaining provider, for every
+    model this seed's FLARE runs saved (decision, p_member, power)."""
+    fed = make_federation(name, seed, loaded)
+    config = mlp_config(fed, seed=seed)
+    runs = work / f"seed{seed}"
+    final = "flare/**/server/simulate_job/**/FL_global_model.pt"
+    models = {"every provider": next((runs / "full").glob(final))}
+    models["before"] = runs / "forsaken" / "job" / "clients" / WITHDRAWN / "before_withdrawal.pt"
+    models.update({m: next((runs / m).glob(final)) for m in METHODS})
+    auditor = ReferenceModelAuditor(
+        recipe=audit_recipe(config), seed=seed, cache_dir=work / "cache", workers=1
+    )
+    out: dict = {}
+    for site in (WITHDRAWN, REMAINING):
+        calibration = audit_calibration("refmodel", fed, site, WITHDRAWN)
+        for label, path in models.items():
+            log(f"[seed {seed}] reference-model audit of {site}, {label}")
+            r = auditor.audit(_saved_model(config, path), fed.clients[site], calibration)
+            out[f"{label}/{site}"] = {
+                "decision": r.decision,
+                "p_member": r.statistic,
+                "power": float(r.details["power"]),
+                "remembered_fraction": float(r.details["remembered_fraction"]),
+            }
     return out
 
 
@@ -235,6 +283,38 @@ def report(name: str, results: list[dict], k: int) -> None:
         f"retraining without {WITHDRAWN} in {full_same}/{len(results)} seeds (nothing "
         "measurable to forget there: a method gets no credit for those seeds)."
     )
+    refmodel_report(results)
+
+
+def refmodel_report(results: list[dict]) -> None:
+    """Decision counts of the reference-model auditor per model and provider."""
+    say(
+        f"\n### The reference-model auditor on the withdrawn ({WITHDRAWN}) and a remaining "
+        f"provider ({REMAINING})\n"
+    )
+    say(
+        "Decisions over seeds (nf = not forgotten, f = forgotten, inc = inconclusive), "
+        "median p_member and median power. Right answers: the withdrawn provider is a "
+        "member of the federation trained with every provider and of the model before the "
+        "withdrawal (nf), not of the retrained model (f or inc); the remaining provider is a "
+        "member of every model (nf).\n"
+    )
+    say(f"| model | {WITHDRAWN}: decisions | p | power | {REMAINING}: decisions | p | power |")
+    say("|---|---|---|---|---|---|---|")
+    for label in ["every provider", "before", *METHODS]:
+        cells = []
+        for site in (WITHDRAWN, REMAINING):
+            rows = [r["refmodel"][f"{label}/{site}"] for r in results]
+            counts = {d: sum(x["decision"] == d for x in rows) for d in _DECISIONS}
+            cells += [
+                " / ".join(f"{n} {_DECISIONS[d]}" for d, n in counts.items() if n),
+                f"{np.median([x['p_member'] for x in rows]):.3g}",
+                f"{np.median([x['power'] for x in rows]):.2f}",
+            ]
+        say(f"| {label} | " + " | ".join(cells) + " |")
+
+
+_DECISIONS = {"not forgotten": "nf", "forgotten": "f", "inconclusive": "inc"}
 
 
 def _mark(ok: bool) -> str:

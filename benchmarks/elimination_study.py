@@ -29,7 +29,11 @@ from _markdown import log, say, write  # benchmarks/_markdown.py, next to this s
 from monai_forget.data import data_root
 from monai_forget.defaults import FORSAKEN_GENERATOR
 from monai_forget.fl.run import acdc_feature_federation, federated_oracle, mlp_config
-from monai_forget.unlearning import DummyGradientGenerator, forgetting_rate
+from monai_forget.unlearning import (
+    DummyGradientGenerator,
+    forgetting_rate,
+    mean_logit_confidence,
+)
 from monai_forget.unlearning.baselines import average_states
 from monai_forget.unlearning.evaluation import accuracy
 from monai_forget.unlearning.retrain_reference import (
@@ -39,6 +43,9 @@ from monai_forget.unlearning.retrain_reference import (
 )
 
 WITHDRAWN, ROUND = "site-1", 7
+#: Stands for "the model's mean logit confidence on the withdrawn provider's
+#: calibration set" (non-members of its distribution) as the generator's stopping target.
+NONMEMBERS = "non-members"
 #: Generator settings studied: the product's default, then one change at a time.
 SETTINGS = {
     "default": dict(FORSAKEN_GENERATOR),
@@ -49,6 +56,12 @@ SETTINGS = {
     "λ_r = 1": {**FORSAKEN_GENERATOR, "drift_weight": 1.0},
     "λ_s = 0.1": {**FORSAKEN_GENERATOR, "step_weight": 0.1},
     "η = 0.01": {**FORSAKEN_GENERATOR, "lr": 0.01},
+    "stop at non-member φ (E ≤ 20)": {**FORSAKEN_GENERATOR, "target_confidence": NONMEMBERS},
+    "stop at non-member φ (E ≤ 50)": {
+        **FORSAKEN_GENERATOR,
+        "iterations": 50,
+        "target_confidence": NONMEMBERS,
+    },
     "natural (no step)": None,
 }
 
@@ -60,8 +73,8 @@ def local(model, part, recipe, seed: int, round_: int, index: int):
     return fitted.state_dict()
 
 
-def replay(fed, config, generator: dict | None):
-    """(model before the withdrawal round, final model)."""
+def replay(fed, config, generator: dict | None, stopped: list):
+    """(model before the withdrawal round, final model); appends the generator's stop."""
     recipe, names = config.recipe(), list(fed.clients)
     torch.manual_seed(config.seed)
     model = recipe.build()
@@ -80,7 +93,12 @@ def replay(fed, config, generator: dict | None):
         if name != WITHDRAWN:
             states.append(local(model, fed.clients[name], recipe, config.seed, ROUND, i))
         elif generator is not None:
-            step = DummyGradientGenerator(**generator).generate(model, fed.clients[name]).step
+            if generator.get("target_confidence") == NONMEMBERS:
+                target = mean_logit_confidence(model, fed.calibration[name])
+                generator = {**generator, "target_confidence": target}
+            result = DummyGradientGenerator(**generator).generate(model, fed.clients[name])
+            stopped.append(result.stopped_at)
+            step = result.step
             share = 1.0 / len(names)
             state = model.state_dict()
             states.append({k: state[k] + step[k] / share if k in step else state[k] for k in state})
@@ -98,17 +116,28 @@ def replay(fed, config, generator: dict | None):
     return before, model.eval()
 
 
+def _stops(rows: list[dict]) -> str:
+    """The iterations at which a target-stopped generator stopped ("-": ran all E)."""
+    if all(x["stopped"] is None for x in rows):
+        return ""
+    return ", ".join("-" if x["stopped"] is None else str(x["stopped"]) for x in rows)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--k", type=int, default=8)
+    parser.add_argument(
+        "--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS), metavar="NAME"
+    )
     parser.add_argument("--out")
     args = parser.parse_args()
+    settings = {name: SETTINGS[name] for name in args.settings}
     from monai_forget.acdc.release import expert_feature_rows, feature_images
 
     torch.set_num_threads(1)
     images = feature_images(expert_feature_rows(data_root()))
-    rows: dict[str, list[dict]] = {name: [] for name in SETTINGS}
+    rows: dict[str, list[dict]] = {name: [] for name in settings}
     for seed in args.seeds:
         fed = acdc_feature_federation(data=images, seed=seed)
         config = mlp_config(fed, seed=seed)
@@ -118,8 +147,9 @@ def main() -> int:
             fed.clients, WITHDRAWN, config, args.k, seed=1000 + 100 * seed
         )
         query = fed.clients[WITHDRAWN]
-        for name, generator in SETTINGS.items():
-            before, after = replay(fed, config, generator)
+        for name, generator in settings.items():
+            stopped: list = []
+            before, after = replay(fed, config, generator, stopped)
             rate = forgetting_rate(oracle.is_member(before, query), oracle.is_member(after, query))
             versus = compare_with_retraining(after, references, query)
             rows[name].append(
@@ -129,9 +159,10 @@ def main() -> int:
                     "withdrawn_acc": accuracy(after, query),
                     "same": versus.decision == INDISTINGUISHABLE,
                     "t": versus.t,
+                    "stopped": stopped[0] if stopped else None,
                 }
             )
-            log(f"  {name}: FR {rate.fr:.3f}, {versus.summary()}")
+            log(f"  {name}: FR {rate.fr:.3f}, stopped at {stopped}, {versus.summary()}")
     say("# What moves Forsaken's result: ACDC feature federation, in-process replay\n")
     say(
         f"Seeds {args.seeds}; FedAvg 9 rounds x 50 local Adam steps, MLP 128 hidden; "
@@ -140,9 +171,10 @@ def main() -> int:
     )
     say(
         "| setting | FR mean | FR min | test accuracy loss (mean, worst) | withdrawn data "
-        "still right | t vs retraining (mean) | indistinguishable from retraining |"
+        "still right | t vs retraining (mean) | indistinguishable from retraining | "
+        "generator stopped at (per seed) |"
     )
-    say("|---|---|---|---|---|---|---|")
+    say("|---|---|---|---|---|---|---|---|")
     for name, r in rows.items():
         fr = np.array([x["fr"] for x in r])
         loss = np.array([x["test_loss"] for x in r])
@@ -150,11 +182,16 @@ def main() -> int:
             f"| {name} | {100 * fr.mean():.1f} % | {100 * fr.min():.1f} % | "
             f"{100 * loss.mean():+.1f} / {100 * loss.max():+.1f} pt | "
             f"{100 * np.mean([x['withdrawn_acc'] for x in r]):.0f} % | "
-            f"{np.mean([x['t'] for x in r]):+.1f} | {sum(x['same'] for x in r)}/{len(r)} |"
+            f"{np.mean([x['t'] for x in r]):+.1f} | {sum(x['same'] for x in r)}/{len(r)} | "
+            f"{_stops(r)} |"
         )
     say(
         "\nt < 0: less confident on the withdrawn data than retraining (over-forgetting); "
-        "t > 0: more (remembering)."
+        't > 0: more (remembering). "Stop at non-member φ": the generator stops once the '
+        "mean logit confidence on the withdrawn data falls to the model's own on the "
+        "withdrawn provider's calibration set (non-members of its distribution), its last "
+        'step scaled back to land on it; "-": the target was not reached within E, '
+        "0: already below it (no step)."
     )
     if args.out:
         write(args.out)

@@ -98,8 +98,9 @@ FL = (
     "monai-forget fl poc --out fl-poc",
 )
 #: Bounds appended to the FLARE runs: 2 rounds of 5 local steps, the withdrawal in the
-#: last, 2 generator iterations, 2 clients (the documented runs take minutes each).
-FL_BOUNDS = "--clients 2 --rounds 2 --withdraw-round 1 --local-steps 5 --iterations 2"
+#: last, 2 generator iterations, 3 clients (the fewest the reference-model auditor's known
+#: members allow; the documented runs take minutes each).
+FL_BOUNDS = "--clients 3 --rounds 2 --withdraw-round 1 --local-steps 5 --iterations 2"
 
 CLI_COMMANDS = (
     DEMO_COMMAND,
@@ -353,7 +354,13 @@ def test_federated_commands(command: str, shared_data: Path, tmp_path: Path) -> 
     assert (out / "report.html").is_file() and (out / "results.json").is_file(), result.stdout
     versus = json.loads((out / "results.json").read_text())["versus_retraining"]
     assert len(versus["retrained_means"]) == 5 and "retraining" in versus["decision"]
-    assert "models retrained without site-1" in (out / "summary.md").read_text()
+    summary = (out / "summary.md").read_text()
+    assert "models retrained without site-1" in summary
+    audits = json.loads((out / "results.json").read_text())["audits"]
+    assert {"before/site-1/refmodel", "after/site-1/refmodel", "after/site-2/refmodel"} <= set(
+        audits
+    )
+    assert audits["after/site-2/refmodel"]["decision"] in summary
 
 
 def _processes_mentioning(text: str) -> list[str]:
@@ -384,7 +391,7 @@ def test_federated_poc_deployment(shared_data: Path, tmp_path: Path) -> None:
     poc = out / "workspace" / "poc"
     assert results["logs"]["flare"] == str(poc.resolve())
     kits = {p.name for p in poc.glob("*/prod_00/*")}
-    assert {"server", "site-1", "site-2", "admin@nvidia.com"} <= kits, kits
+    assert {"server", "site-1", "site-2", "site-3", "admin@nvidia.com"} <= kits, kits
     assert any(poc.glob("*/prod_00/server/startup/*.crt")), "no provisioned certificates"
     assert not _processes_mentioning(str(poc)), "POC services still running"
     assert "FINISHED:COMPLETED" in (out / "workspace" / "simulator.log").read_text()

@@ -22,11 +22,12 @@ from monai_forget.fl.spec import FederatedConfig
 pytestmark = pytest.mark.fl  # pytest -m 'not fl' runs without NVIDIA FLARE
 
 
-def _result(name: str, value: np.ndarray, steps: float) -> FLModel:
+def _result(name: str, value: np.ndarray, steps: float, metrics: dict | None = None) -> FLModel:
     return FLModel(
         params={"w": torch.from_numpy(value.astype(np.float32))},
         params_type=ParamsType.FULL,
         meta={"client_name": name, FLMetaKey.NUM_STEPS_CURRENT_ROUND: steps},
+        metrics=metrics,
     )
 
 
@@ -76,6 +77,36 @@ def test_non_finite_or_misshapen_results_are_left_out_and_named() -> None:
     only_bad.accept_model(_result("nan", np.full(4, np.inf), 1))
     with pytest.raises(ValueError, match=r"no valid client result.*'nan'"):
         only_bad.aggregate_model()
+
+
+def test_a_withdrawn_client_never_reaches_the_global_model_again() -> None:
+    """The job's withdrawing client (announced) and any client that sent an elimination
+    update (unannounced) are left out of every later round, named with the round they
+    withdrew in: a second withdrawal or renewed training changes nothing."""
+    ones, threes, nines = np.ones(2), np.full(2, 3.0), np.full(2, 9.0)
+    aggregator = OrderedFedAvg(withdrawn="a", withdrawal_round=1)
+    rounds = [  # (client, value, metrics) per round
+        [("a", nines, None), ("b", ones, None), ("c", threes, None)],
+        [("a", nines, {"eliminated": 1.0}), ("b", ones, None), ("c", threes, {"eliminated": 1.0})],
+        [("a", nines, {"eliminated": 1.0}), ("b", ones, None), ("c", nines, None)],
+    ]
+    means = []
+    for results in rounds:
+        for name, value, metrics in results:
+            aggregator.accept_model(_result(name, value, 1, metrics))
+        means.append(aggregator.aggregate_model().params["w"].numpy())
+    # Rounds 0 and 1 average every client (the withdrawal round carries the elimination
+    # updates); round 2 is client b alone.
+    np.testing.assert_array_equal(means[0], np.full(2, 13 / 3, dtype=np.float32))
+    np.testing.assert_array_equal(means[1], np.full(2, 13 / 3, dtype=np.float32))
+    np.testing.assert_array_equal(means[2], ones.astype(np.float32))
+    assert set(aggregator.last_rejected) == {"a", "c"}
+    assert "withdrew in round 1" in aggregator.last_rejected["a"]
+    assert "withdrew in round 1" in aggregator.last_rejected["c"]
+    # Before its announced round the withdrawing client is a client like any other.
+    early = OrderedFedAvg(withdrawn="a", withdrawal_round=5)
+    early.accept_model(_result("a", nines, 1))
+    np.testing.assert_array_equal(early.aggregate_model().params["w"].numpy(), nines)
 
 
 @pytest.mark.slow

@@ -25,7 +25,7 @@ pytest.importorskip(
     "nvflare", reason="NVIDIA FLARE is not installed: pip install 'monai-forget[fl]'"
 )
 
-from monai_forget.fl.job import run_federated
+from monai_forget.fl.job import clients_that_left, poc_failure, run_federated
 from monai_forget.fl.run import DEFAULT_GENERATOR, acdc_federation, mlp_config, simulate_withdrawal
 
 pytestmark = pytest.mark.fl  # pytest -m 'not fl' runs without NVIDIA FLARE
@@ -157,6 +157,9 @@ def test_cli_fl_simulate_refuses_bad_options_before_loading_data(tmp_path, capsy
     assert "provider that stays" in capsys.readouterr().err
     assert main(["fl", "poc", "--retrained", "2", "--out", out]) == 2
     assert "at least 3 models" in capsys.readouterr().err
+    two = ["fl", "simulate", "--clients", "2", "--out", out]
+    assert main([*two, "--auditors", "refmodel", "ks"]) == 2
+    assert "refmodel needs 3 or more providers" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
 
@@ -167,3 +170,27 @@ def test_cli_generator_defaults_are_the_library_defaults() -> None:
     args = build_parser().parse_args(["fl", "simulate", "--out", "x"])
     cli = {k: getattr(args, k) for k in DEFAULT_GENERATOR}
     assert cli == dict(DEFAULT_GENERATOR)  # the parser keeps torch out, so it repeats them
+
+
+def test_a_poc_job_that_lost_a_client_names_it(tmp_path) -> None:
+    """A client that drops out of a POC deployment mid-round (its processes killed at the
+    start of its withdrawal round, as measured: the server notices at its heartbeat
+    timeout and aborts the job) is named in the error, with what became of the model."""
+    log = tmp_path / "poc" / "example_project" / "prod_00" / "server" / "log.txt"
+    log.parent.mkdir(parents=True)
+    log.write_text(
+        "2026-11-24 10:26:30,657 - ClientManager - INFO - Client: New client site-1@192.0.2.2 "
+        "joined. Sent token.  Total clients: 1\n"
+        "2026-11-24 10:37:04,234 - ClientManager - INFO - Client Name:site-1 left.  Total "
+        "clients: 2\n"
+        "2026-11-24 10:37:04,236 - ServerEngine - WARNING - notified SJ of dead-job: "
+        "job_id='a0bc'; client_name='site-1'; reason='client dead'\n"
+    )
+    assert clients_that_left(log.read_text()) == ["site-1"]
+    message = poc_failure("a0bc", "FINISHED:EXECUTION_EXCEPTION", tmp_path / "poc")
+    assert "ended FINISHED:EXECUTION_EXCEPTION" in message
+    assert "client(s) site-1 dropped out" in message
+    assert "nothing of the interrupted round" in message and str(tmp_path / "poc") in message
+    log.write_text("2026-11-24 10:26:30,657 - ClientManager - INFO - Client: New client site-2\n")
+    assert clients_that_left(log.read_text()) == []
+    assert "dropped out" not in poc_failure("a0bc", "FINISHED:ABORTED", tmp_path / "poc")

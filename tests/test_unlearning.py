@@ -17,6 +17,7 @@ from monai_forget.unlearning import (
     forgetting_degree,
     forgetting_rate,
     forgetting_rate_from_counts,
+    mean_logit_confidence,
     natural_forgetting,
     oracle_features,
     sgd_step,
@@ -171,6 +172,60 @@ def test_generator_refuses_bad_elimination_sets() -> None:
         generator.generate(model, unknown)
     with pytest.raises(ValueError, match="optimizer"):
         DummyGradientGenerator(optimizer="sgd")  # type: ignore[arg-type]
+
+
+def _phi(model: torch.nn.Module, data: LabelledImages) -> np.ndarray:
+    """LiRA logit confidence from softmax probabilities (numpy, independent of the
+    generator's torch computation from logits)."""
+    from monai_forget.audit.refmodel import logit_confidence
+
+    with torch.no_grad():
+        probs = torch.softmax(model(torch.tensor(data.images)).double(), 1).numpy()
+    return logit_confidence(probs, data.labels)
+
+
+def test_mean_logit_confidence_matches_the_probability_formula() -> None:
+    model, data = _digits_model()
+    held_out = load_digits().subset(np.arange(200, 260))
+    assert mean_logit_confidence(model, held_out) == pytest.approx(
+        _phi(model, held_out).mean(), rel=1e-6
+    )
+    # Training samples are more confident than held-out ones (the target is below).
+    assert mean_logit_confidence(model, data) > mean_logit_confidence(model, held_out)
+
+
+def test_generator_stops_on_the_non_member_confidence() -> None:
+    model, data = _digits_model()
+    elimination = data.subset(np.arange(30))
+    settings = dict(lr=0.1, iterations=8, step_weight=0.0, drift_weight=0.01)
+    paper = DummyGradientGenerator(**settings).generate(model, elimination)
+    start, end = _phi(model, elimination).mean(), _phi(paper.apply(model), elimination).mean()
+    target = start - 0.3 * (start - end)  # reached within the paper's iterations
+    stopped = DummyGradientGenerator(**settings, target_confidence=target).generate(
+        model, elimination
+    )
+    assert stopped.stopped_at is not None and 1 <= stopped.stopped_at < 8
+    assert len(stopped.history) == stopped.stopped_at + 1
+    # The last step is scaled back so that the final model lands on the target, from below.
+    final = _phi(stopped.apply(model), elimination).mean()
+    assert final <= target + 1e-6
+    assert final == pytest.approx(target, abs=1e-3 * abs(start - end))
+    assert stopped.confidence[0] == pytest.approx(start, rel=1e-6)
+    assert all(c > target for c in stopped.confidence[:-1])
+    # Already at or below the target: nothing to eliminate, a zero gradient.
+    none = DummyGradientGenerator(**settings, target_confidence=start + 1.0).generate(
+        model, elimination
+    )
+    assert none.stopped_at == 0 and all(float(g.abs().max()) == 0 for g in none.gradient.values())
+    # Never reached: the paper's E iterations, the same gradient as without a target.
+    never = DummyGradientGenerator(**settings, target_confidence=end - 100.0).generate(
+        model, elimination
+    )
+    assert never.stopped_at is None and len(never.history) == 9
+    for k, g in paper.gradient.items():
+        torch.testing.assert_close(never.gradient[k], g)
+    with pytest.raises(ValueError, match="finite"):
+        DummyGradientGenerator(target_confidence=float("nan"))
 
 
 # ----------------------------------------------------------------------------- oracle

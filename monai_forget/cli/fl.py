@@ -140,6 +140,17 @@ def _add_options(sim: argparse.ArgumentParser) -> None:
         "--remaining", default=None, help="remaining provider to audit (default: the first)"
     )
     leave.add_argument(
+        "--auditors",
+        nargs="+",
+        choices=("refmodel", "ks", "ema"),
+        default=None,
+        help="withdrawal auditors run on the withdrawn and the remaining provider: refmodel "
+        "(reference models, three-way decision; its known members are the providers that "
+        "stayed other than the one audited, so it needs 3 or more providers), ks (Liu & "
+        "Tsaftaris 2020), ema (Huang et al. 2021) (default: all three; ks and ema with 2 "
+        "providers)",
+    )
+    leave.add_argument(
         "--retrained",
         type=int,
         default=RETRAINED_MODELS,
@@ -163,6 +174,13 @@ def _check(args: argparse.Namespace) -> None:
         raise ValueError(f"remaining provider {args.remaining!r} is not one of {sites}")
     if args.remaining == args.withdraw:
         raise ValueError("--remaining must be a provider that stays, not the withdrawing one")
+    if args.auditors is None:
+        args.auditors = ["refmodel", "ks", "ema"] if args.clients >= 3 else ["ks", "ema"]
+    if "refmodel" in args.auditors and args.clients < 3:
+        raise ValueError(
+            "--auditors refmodel needs 3 or more providers: its known members are the "
+            "providers that stayed other than the one audited; add --clients or drop refmodel"
+        )
     if args.retrained < 0 or args.retrained in (1, 2):
         raise ValueError(
             f"--retrained {args.retrained}: the spread of retraining needs at least 3 models "
@@ -192,6 +210,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         import nvflare  # noqa: F401
     except ImportError as err:  # pragma: no cover - depends on the install
         raise UserError("NVIDIA FLARE is not installed: pip install 'monai-forget[fl]'") from err
+    from monai_forget.fl.job import DeploymentError, WithdrawalError
     from monai_forget.fl.run import (
         acdc_feature_federation,
         acdc_federation,
@@ -248,17 +267,21 @@ def run_simulate(args: argparse.Namespace) -> int:
     )
     torch.set_num_threads(1)
     remaining = [args.remaining] if args.remaining else None
-    outcome = simulate_withdrawal(
-        federation,
-        config,
-        withdrawal,
-        out / "workspace",
-        remaining=remaining,
-        seed=args.seed,
-        device=args.device,
-        cache_dir=out / "cache",
-        backend=args.backend,
-    )
+    try:
+        outcome = simulate_withdrawal(
+            federation,
+            config,
+            withdrawal,
+            out / "workspace",
+            remaining=remaining,
+            auditors=args.auditors,
+            seed=args.seed,
+            device=args.device,
+            cache_dir=out / "cache",
+            backend=args.backend,
+        )
+    except (DeploymentError, WithdrawalError) as err:  # the run's own failure, told plainly
+        raise UserError(str(err)) from err
     run, evaluation = outcome.run, outcome.evaluation
     stay = [s for (stage, s, _m) in evaluation.audits if stage == "after" and s != args.withdraw]
     versus = None
@@ -318,17 +341,17 @@ def _summary(evaluation, description: str, withdrawn: str, remaining: str, versu
             "",
         ]
     lines += [
-        "| stage | provider | K-S | EMA |",
-        "|---|---|---|---|",
+        "| stage | provider | reference models | K-S | EMA |",
+        "|---|---|---|---|---|",
     ]
     for stage, site in (("before", withdrawn), ("after", withdrawn), ("after", remaining)):
         cells = []
-        for method in ("ks", "ema"):
+        for method in ("refmodel", "ks", "ema"):
             a = evaluation.audits.get((stage, site, method))
             cells.append(
                 "-" if a is None else f"{a.decision} ({a.statistic_name} = {a.statistic:.3g})"
             )
-        lines.append(f"| {stage} | {site} | {cells[0]} | {cells[1]} |")
+        lines.append(f"| {stage} | {site} | " + " | ".join(cells) + " |")
     lines += ["", "| data | accuracy before | accuracy after |", "|---|---|---|"]
     for name, acc in evaluation.accuracy["before"].items():
         lines.append(f"| {name} | {acc:.3f} | {evaluation.accuracy['after'][name]:.3f} |")

@@ -24,7 +24,13 @@ the reverse. ``nvflare`` is imported only when a federation runs.
 """
 
 from monai_forget.fl.client import FederatedClient, Reply
-from monai_forget.fl.job import FederatedRun, WithdrawalError, network_class_path, run_federated
+from monai_forget.fl.job import (
+    DeploymentError,
+    FederatedRun,
+    WithdrawalError,
+    network_class_path,
+    run_federated,
+)
 from monai_forget.fl.run import (
     DEFAULT_GENERATOR,
     WithdrawalOutcome,
@@ -48,6 +54,7 @@ from monai_forget.fl.spec import (
 __all__ = [
     "DEFAULT_GENERATOR",
     "WITHDRAWAL_METHODS",
+    "DeploymentError",
     "FedAvgShadowRecipe",
     "FederatedClient",
     "FederatedConfig",

@@ -10,7 +10,10 @@ seeded federated run is reproducible.
 It also refuses what must not reach the global model: a client result with non-finite
 values (e.g. a poisoned or diverged elimination update) or whose parameters differ in
 names or shapes from the other clients' is left out of the round's average, and the
-server log names the client and the reason.
+server log names the client and the reason. So is any result from a client after it
+withdrew (the job's announced withdrawal, or any client that sent an elimination update):
+a withdrawn client that sends a second elimination step, or trains again, does not
+reach the global model.
 """
 
 from __future__ import annotations
@@ -20,7 +23,10 @@ from typing import Any
 import numpy as np
 from nvflare.app_common.abstract.fl_model import FLModel, ParamsType
 from nvflare.app_common.aggregators.model_aggregator import ModelAggregator
+from nvflare.app_common.app_constant import AppConstants
 from nvflare.app_common.workflows.base_fedavg import _get_client_name, _get_num_steps_weight
+
+from monai_forget.fl.spec import ELIMINATED
 
 __all__ = ["OrderedFedAvg"]
 
@@ -38,19 +44,46 @@ def _as_float64(value: Any) -> tuple[np.ndarray, Any]:
 
 class OrderedFedAvg(ModelAggregator):
     """FedAvg's weighted mean (weights: ``NUM_STEPS_CURRENT_ROUND``, as FLARE's FedAvg),
-    summed in client-name order so the result is the same whatever the arrival order."""
+    summed in client-name order so the result is the same whatever the arrival order.
 
-    def __init__(self) -> None:
+    Args:
+        withdrawn: The client the job says withdraws (``None``: none announced).
+        withdrawal_round: The round it withdraws in; its results in later rounds are
+            left out.
+    """
+
+    def __init__(self, withdrawn: str | None = None, withdrawal_round: int = 0) -> None:
         super().__init__()
         self._results: dict[str, FLModel] = {}
         #: client -> why its result was left out of the current round (and the last one)
         self.rejected: dict[str, str] = {}
         self.last_rejected: dict[str, str] = {}
+        # FLARE serialises the job's components from attributes named as the arguments.
+        self.withdrawn, self.withdrawal_round = withdrawn, withdrawal_round
+        #: client -> the round it withdrew in (announced, or seen in an elimination update)
+        self.withdrawals: dict[str, int] = (
+            {} if withdrawn is None else {withdrawn: withdrawal_round}
+        )
+        self._round = 0  # rounds aggregated, when FLARE's context does not say
+
+    def _current_round(self) -> int:
+        found = self.fl_ctx.get_prop(AppConstants.CURRENT_ROUND) if self.fl_ctx else None
+        return self._round if found is None else int(found)
 
     def accept_model(self, model: FLModel) -> None:
         name = _get_client_name(model)
         if name in self._results or name in self.rejected:
             raise ValueError(f"client {name!r} reported twice in one round")
+        now = self._current_round()
+        if name in self.withdrawals and now > self.withdrawals[name]:
+            self._reject(
+                name,
+                f"it withdrew in round {self.withdrawals[name]}; a withdrawn client's later "
+                "results (a second withdrawal, renewed training) are left out",
+            )
+            return
+        if (model.metrics or {}).get(ELIMINATED):
+            self.withdrawals.setdefault(name, now)
         bad = [
             k for k, v in (model.params or {}).items() if not np.isfinite(_as_float64(v)[0]).all()
         ]
@@ -98,6 +131,7 @@ class OrderedFedAvg(ModelAggregator):
             params[key] = restore(mean / total)
         self.last_rejected = dict(self.rejected)
         self.reset_stats()
+        self._round += 1
         return FLModel(params=params, params_type=first.params_type or ParamsType.FULL)
 
     def reset_stats(self) -> None:

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from monai_forget.data import LabelledImages, load_images
-from monai_forget.fl.spec import JobSpec, load_tensors, save_tensors
+from monai_forget.fl.spec import ELIMINATED, JobSpec, load_tensors, save_tensors
 from monai_forget.results import write_json
 from monai_forget.unlearning.dummy_gradient import (
     DummyGradientGenerator,
@@ -168,7 +168,7 @@ class FederatedClient:
             sent[k] = state[k] + s.to(state[k]) / share
         record["share"] = share
         self._write_record(record)
-        return Reply(sent, {NUM_STEPS_KEY: self.spec.config.local_steps}, {"eliminated": 1.0})
+        return Reply(sent, {NUM_STEPS_KEY: self.spec.config.local_steps}, {ELIMINATED: 1.0})
 
     def _forsaken_step(
         self, state: dict[str, torch.Tensor]

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator, Mapping
@@ -51,6 +52,7 @@ from monai_forget.fl.spec import (
 from monai_forget.io import atomic_write
 
 __all__ = [
+    "DeploymentError",
     "FederatedRun",
     "WithdrawalError",
     "network_class_path",
@@ -62,6 +64,15 @@ JOB_NAME = "monai_forget_fedavg"
 BACKENDS = ("simulator", "poc")
 #: Seconds to wait for a POC job to finish.
 POC_TIMEOUT = 3600.0
+
+
+class DeploymentError(RuntimeError):
+    """A FLARE deployment ended without completing the job (e.g. a client dropped out).
+
+    FedAvg saves the global model only after a round is aggregated, so the server's model
+    is that of the last completed round: nothing of the interrupted round (a partial
+    withdrawal included) reached it.
+    """
 
 
 class WithdrawalError(RuntimeError):
@@ -252,7 +263,10 @@ def run_federated(
         num_rounds=config.rounds,
         train_script=str(Path(fl_client.__file__).resolve()),
         train_args=f"--job-dir {job_dir}",
-        aggregator=OrderedFedAvg(),
+        aggregator=OrderedFedAvg(
+            withdrawn=None if withdrawal is None else withdrawal.client,
+            withdrawal_round=0 if withdrawal is None else withdrawal.round,
+        ),
     )
     start = time.perf_counter()
     try:
@@ -261,6 +275,8 @@ def run_federated(
                 state = _run_poc(recipe, names, workspace)
             else:
                 state = _run_simulator(recipe, names, config, workspace)
+    except DeploymentError:
+        raise
     except RuntimeError as err:
         raise RuntimeError(
             f"{err} (console output: {workspace / 'simulator.log'}; client records: "
@@ -297,11 +313,14 @@ def _run_poc(recipe: Any, names: tuple[str, ...], workspace: Path) -> dict[str, 
     poc = workspace / "poc"
     saved = os.environ.get("NVFLARE_POC_WORKSPACE")
     os.environ["NVFLARE_POC_WORKSPACE"] = str(poc)  # read by FLARE's POC tools
-    env = PocEnv(clients=list(names))
+    env = PocEnv(num_clients=len(names), clients=list(names))
     try:
         run = recipe.execute(env)
         result = run.get_result(timeout=POC_TIMEOUT, clean_up=False)
         status = run.get_status()
+        ended = str(getattr(status, "value", status))
+        if "COMPLETED" not in ended:
+            raise DeploymentError(poc_failure(str(run.get_job_id()), ended, poc))
         if not result:
             raise RuntimeError(
                 f"the POC job {run.get_job_id()} gave no result (status {status}); see the "
@@ -317,6 +336,30 @@ def _run_poc(recipe: Any, names: tuple[str, ...], workspace: Path) -> dict[str, 
             os.environ.pop("NVFLARE_POC_WORKSPACE", None)
         else:
             os.environ["NVFLARE_POC_WORKSPACE"] = saved
+
+
+def clients_that_left(server_log: str) -> list[str]:
+    """Clients the FLARE server log reports as gone (left, or dead during a job)."""
+    left = re.findall(r"Client Name:\s*(\S+) left", server_log)
+    dead = re.findall(r"client_name='([^']+)'; reason='client dead'", server_log)
+    return sorted(set(left) | set(dead))
+
+
+def poc_failure(job_id: str, status: str, poc: Path) -> str:
+    """What to tell the user when a POC job did not complete, naming dropped-out clients."""
+    logs = sorted(poc.glob("**/server/log.txt"))
+    left = clients_that_left(logs[0].read_text(errors="replace")) if logs else []
+    lost = (
+        f"client(s) {', '.join(left)} dropped out (the server lost contact) and the job was "
+        "aborted; "
+        if left
+        else ""
+    )
+    return (
+        f"the POC job {job_id} ended {status}: {lost}the global model was saved only for "
+        "completed rounds, so nothing of the interrupted round (a withdrawal included) "
+        f"reached it. Restart the client(s) and run again; every service's log is under {poc}"
+    )
 
 
 @contextlib.contextmanager

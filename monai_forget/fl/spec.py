@@ -36,6 +36,9 @@ __all__ = [
 #: Liu et al. 2020), subtracting its accumulated contributions ("forcible"), or simply
 #: stopping ("natural").
 WITHDRAWAL_METHODS = ("forsaken", "forcible", "natural")
+#: The metric a withdrawing client's elimination update carries, so the server knows it
+#: withdrew (``monai_forget.fl.aggregator`` leaves out its later results).
+ELIMINATED = "eliminated"
 
 _SITE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 

@@ -21,6 +21,7 @@ from monai_forget.unlearning.dummy_gradient import (
     DummyGradientResult,
     Eq4Terms,
     apply_dummy_gradient,
+    mean_logit_confidence,
     sgd_step,
 )
 from monai_forget.unlearning.forgetting import (
@@ -48,6 +49,7 @@ __all__ = [
     "forgetting_degree",
     "forgetting_rate",
     "forgetting_rate_from_counts",
+    "mean_logit_confidence",
     "natural_forgetting",
     "oracle_features",
     "retrain_from_scratch",

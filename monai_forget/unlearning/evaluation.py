@@ -5,9 +5,11 @@ what it cost:
 
 - the forgetting rate of Liu et al. 2020 (Section IV-A): a membership oracle's calls on
   the withdrawn samples before and after (:mod:`~monai_forget.unlearning.rate`);
-- the withdrawal auditors (K-S calibrated ratio, EMA) on the withdrawn provider's data
-  and on a remaining provider's data, each with a calibration set from that provider's
-  distribution (split by patient for EMA when the federation says how);
+- the withdrawal auditors (K-S calibrated ratio, EMA, the reference-model auditor) on
+  the withdrawn provider's data and on a remaining provider's data, each with a
+  calibration set from that provider's distribution (split by patient for EMA when the
+  federation says how); the reference-model auditor's known members are the providers
+  that stayed, other than the one audited;
 - accuracy on every provider's training data and on held-out test data.
 """
 
@@ -22,8 +24,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from monai_forget.audit import AuditResult, EMAAuditor, KSAuditor
-from monai_forget.data import LabelledImages
+from monai_forget.audit import AuditResult, EMAAuditor, KSAuditor, ReferenceModelAuditor
+from monai_forget.data import LabelledImages, concat
+from monai_forget.data.overlap import without_overlap
 from monai_forget.inference import predict
 from monai_forget.results import Result
 from monai_forget.shadow import Recipe
@@ -32,9 +35,9 @@ from monai_forget.unlearning.oracle import MembershipOracle
 from monai_forget.unlearning.rate import ForgettingRate, forgetting_rate
 from monai_forget.unlearning.scenario import Federation
 
-__all__ = ["WithdrawalEvaluation", "accuracy", "evaluate_withdrawal"]
+__all__ = ["WithdrawalEvaluation", "accuracy", "audit_calibration", "evaluate_withdrawal"]
 
-AUDITORS = {"ks": KSAuditor, "ema": EMAAuditor}
+AUDITORS = {"ks": KSAuditor, "ema": EMAAuditor, "refmodel": ReferenceModelAuditor}
 
 
 def accuracy(model: nn.Module, data: LabelledImages, device: str | torch.device = "cpu") -> float:
@@ -122,7 +125,7 @@ def evaluate_withdrawal(
         oracle: A fitted membership oracle; if ``None``, fitted here on
             ``federation.shadow`` (and ``federation.shadow_nonmembers`` when the split
             is by patient).
-        auditors: Which auditors to run (``"ks"``, ``"ema"``).
+        auditors: Which auditors to run (``"ks"``, ``"ema"``, ``"refmodel"``).
         audit_before: Also audit ``before`` on the withdrawn provider.
         seed: Seeds shadow training and splits.
         device: Torch device.
@@ -130,7 +133,7 @@ def evaluate_withdrawal(
     """
     unknown = set(auditors) - set(AUDITORS)
     if unknown:
-        raise ValueError(f"unknown auditors {sorted(unknown)}; use 'ks' and/or 'ema'")
+        raise ValueError(f"unknown auditors {sorted(unknown)}; choose from {sorted(AUDITORS)}")
     if oracle is None:
         oracle = MembershipOracle(recipe, seed=seed, device=device, cache_dir=cache_dir)
         if federation.shadow_nonmembers is not None:
@@ -153,10 +156,41 @@ def evaluate_withdrawal(
         for name in auditors:
             auditor = AUDITORS[name](**options)
             text = f"{label}: {stage} withdrawal, provider {site}"
-            # EMA takes the federation's calibration split (by patient) when it has one.
-            split = federation.calibration_split.get(site) if name == "ema" else None
-            calibration = split if split is not None else federation.calibration[site]
+            calibration = audit_calibration(name, federation, site, withdrawn)
             result.audits[(stage, site, name)] = auditor.audit(
                 model, federation.clients[site], calibration, label=text
             )
     return result
+
+
+def audit_calibration(name: str, federation: Federation, site: str, withdrawn: str) -> object:
+    """What auditor ``name`` (``"ks"``, ``"ema"``, ``"refmodel"``) calibrates on when it
+    audits provider ``site`` after ``withdrawn`` left the federation."""
+    if name == "refmodel":
+        # Known members: the providers that stayed, other than the one audited (the
+        # withdrawn provider is a member only before its withdrawal).
+        members = [d for s, d in federation.clients.items() if s not in (site, withdrawn)]
+        if not members:
+            raise ValueError(
+                f"the reference-model audit of provider {site} needs known members: a "
+                f"provider other than {site} and {withdrawn} that stayed; the federation has "
+                f"{sorted(federation.clients)}"
+            )
+        # Public data sets hold exact duplicates (PneumoniaMNIST): a copy of a scored
+        # sample must not sit in another role.
+        query = federation.clients[site]
+        known = _distinct(without_overlap(concat(*members), query, "known members"))
+        nonmembers = without_overlap(
+            _distinct(federation.calibration[site]), concat(query, known), "known non-members"
+        )
+        return known, nonmembers
+    # EMA takes the federation's calibration split (by patient) when it has one.
+    split = federation.calibration_split.get(site) if name == "ema" else None
+    return split if split is not None else federation.calibration[site]
+
+
+def _distinct(data: LabelledImages) -> LabelledImages:
+    """``data`` with one copy of each image (the reference-model audit splits a known set
+    in halves, and two copies of one image must not end up in both)."""
+    _, first = np.unique(data.sample_hashes, return_index=True)
+    return data if len(first) == len(data) else data.subset(np.sort(first))
