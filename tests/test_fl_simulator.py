@@ -25,7 +25,8 @@ pytest.importorskip(
     "nvflare", reason="NVIDIA FLARE is not installed: pip install 'monai-forget[fl]'"
 )
 
-from monai_forget.fl.job import clients_that_left, poc_failure, run_federated
+from monai_forget.fl.job import run_federated
+from monai_forget.fl.poc import clients_that_left, poc_failure
 from monai_forget.fl.run import DEFAULT_GENERATOR, acdc_federation, mlp_config, simulate_withdrawal
 
 pytestmark = pytest.mark.fl  # pytest -m 'not fl' runs without NVIDIA FLARE
@@ -185,12 +186,15 @@ def test_a_poc_job_that_lost_a_client_names_it(tmp_path) -> None:
         "clients: 2\n"
         "2026-11-24 10:37:04,236 - ServerEngine - WARNING - notified SJ of dead-job: "
         "job_id='a0bc'; client_name='site-1'; reason='client dead'\n"
+        # at shutdown every client leaves in order: not a drop-out
+        "2026-11-24 10:38:23,900 - ClientManager - INFO - Client Name:site-2 left.  Total "
+        "clients: 1\n"
     )
     assert clients_that_left(log.read_text()) == ["site-1"]
     message = poc_failure("a0bc", "FINISHED:EXECUTION_EXCEPTION", tmp_path / "poc")
     assert "ended FINISHED:EXECUTION_EXCEPTION" in message
     assert "client(s) site-1 dropped out" in message
     assert "nothing of the interrupted round" in message and str(tmp_path / "poc") in message
-    log.write_text("2026-11-24 10:26:30,657 - ClientManager - INFO - Client: New client site-2\n")
+    log.write_text("2026-11-24 10:38:23,900 - ClientManager - INFO - Client Name:site-2 left.\n")
     assert clients_that_left(log.read_text()) == []
     assert "dropped out" not in poc_failure("a0bc", "FINISHED:ABORTED", tmp_path / "poc")

@@ -210,7 +210,8 @@ def run_simulate(args: argparse.Namespace) -> int:
         import nvflare  # noqa: F401
     except ImportError as err:  # pragma: no cover - depends on the install
         raise UserError("NVIDIA FLARE is not installed: pip install 'monai-forget[fl]'") from err
-    from monai_forget.fl.job import DeploymentError, WithdrawalError
+    from monai_forget.fl.job import WithdrawalError
+    from monai_forget.fl.poc import DeploymentError
     from monai_forget.fl.run import (
         acdc_feature_federation,
         acdc_federation,

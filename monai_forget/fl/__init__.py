@@ -24,13 +24,8 @@ the reverse. ``nvflare`` is imported only when a federation runs.
 """
 
 from monai_forget.fl.client import FederatedClient, Reply
-from monai_forget.fl.job import (
-    DeploymentError,
-    FederatedRun,
-    WithdrawalError,
-    network_class_path,
-    run_federated,
-)
+from monai_forget.fl.job import FederatedRun, WithdrawalError, network_class_path, run_federated
+from monai_forget.fl.poc import DeploymentError
 from monai_forget.fl.run import (
     DEFAULT_GENERATOR,
     WithdrawalOutcome,

@@ -31,10 +31,8 @@ import torch
 from monai_forget.data import LabelledImages, load_images
 from monai_forget.fl.spec import ELIMINATED, JobSpec, load_tensors, save_tensors
 from monai_forget.results import write_json
-from monai_forget.unlearning.dummy_gradient import (
-    DummyGradientGenerator,
-    check_same_shapes,
-)
+from monai_forget.unlearning.dummy_gradient import DummyGradientGenerator
+from monai_forget.unlearning.parameters import check_same_shapes
 
 __all__ = ["FederatedClient", "Reply", "client_main"]
 

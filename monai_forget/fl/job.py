@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import sys
 import time
 from collections.abc import Iterator, Mapping
@@ -41,6 +40,7 @@ import torch
 from torch import nn
 
 from monai_forget.data import LabelledImages
+from monai_forget.fl.poc import DeploymentError, run_poc
 from monai_forget.fl.spec import (
     FederatedConfig,
     JobSpec,
@@ -52,7 +52,6 @@ from monai_forget.fl.spec import (
 from monai_forget.io import atomic_write
 
 __all__ = [
-    "DeploymentError",
     "FederatedRun",
     "WithdrawalError",
     "network_class_path",
@@ -62,17 +61,6 @@ __all__ = [
 JOB_NAME = "monai_forget_fedavg"
 #: Where a job runs: FLARE's simulator or a POC deployment (separate processes).
 BACKENDS = ("simulator", "poc")
-#: Seconds to wait for a POC job to finish.
-POC_TIMEOUT = 3600.0
-
-
-class DeploymentError(RuntimeError):
-    """A FLARE deployment ended without completing the job (e.g. a client dropped out).
-
-    FedAvg saves the global model only after a round is aggregated, so the server's model
-    is that of the last completed round: nothing of the interrupted round (a partial
-    withdrawal included) reached it.
-    """
 
 
 class WithdrawalError(RuntimeError):
@@ -272,10 +260,10 @@ def run_federated(
     try:
         with _output_to(workspace / "simulator.log"):
             if backend == "poc":
-                state = _run_poc(recipe, names, workspace)
+                state = run_poc(recipe, names, workspace)
             else:
                 state = _run_simulator(recipe, names, config, workspace)
-    except DeploymentError:
+    except DeploymentError:  # its message already names the clients and the logs
         raise
     except RuntimeError as err:
         raise RuntimeError(
@@ -302,64 +290,6 @@ def _run_simulator(
     result = recipe.execute(env).get_result()
     found = _find_global_model(Path(result) if result else workspace / "flare" / JOB_NAME)
     return load_tensors(found)
-
-
-def _run_poc(recipe: Any, names: tuple[str, ...], workspace: Path) -> dict[str, torch.Tensor]:
-    """The job on a FLARE POC deployment: provisioned, started (server and one process
-    per client), submitted and awaited through the admin API, then stopped; the POC
-    workspace (startup kits, every service's log) stays in ``workspace/poc``."""
-    from nvflare.recipe import PocEnv
-
-    poc = workspace / "poc"
-    saved = os.environ.get("NVFLARE_POC_WORKSPACE")
-    os.environ["NVFLARE_POC_WORKSPACE"] = str(poc)  # read by FLARE's POC tools
-    env = PocEnv(num_clients=len(names), clients=list(names))
-    try:
-        run = recipe.execute(env)
-        result = run.get_result(timeout=POC_TIMEOUT, clean_up=False)
-        status = run.get_status()
-        ended = str(getattr(status, "value", status))
-        if "COMPLETED" not in ended:
-            raise DeploymentError(poc_failure(str(run.get_job_id()), ended, poc))
-        if not result:
-            raise RuntimeError(
-                f"the POC job {run.get_job_id()} gave no result (status {status}); see the "
-                f"server and client logs under {poc}"
-            )
-        found = sorted(Path(result).glob("**/FL_global_model.pt"))
-        if not found:
-            raise RuntimeError(f"the POC job saved no global model under {result} ({status})")
-        return load_tensors(found[0])
-    finally:
-        env.stop(clean_up=False)  # idempotent: every service is down when this returns
-        if saved is None:
-            os.environ.pop("NVFLARE_POC_WORKSPACE", None)
-        else:
-            os.environ["NVFLARE_POC_WORKSPACE"] = saved
-
-
-def clients_that_left(server_log: str) -> list[str]:
-    """Clients the FLARE server log reports as gone (left, or dead during a job)."""
-    left = re.findall(r"Client Name:\s*(\S+) left", server_log)
-    dead = re.findall(r"client_name='([^']+)'; reason='client dead'", server_log)
-    return sorted(set(left) | set(dead))
-
-
-def poc_failure(job_id: str, status: str, poc: Path) -> str:
-    """What to tell the user when a POC job did not complete, naming dropped-out clients."""
-    logs = sorted(poc.glob("**/server/log.txt"))
-    left = clients_that_left(logs[0].read_text(errors="replace")) if logs else []
-    lost = (
-        f"client(s) {', '.join(left)} dropped out (the server lost contact) and the job was "
-        "aborted; "
-        if left
-        else ""
-    )
-    return (
-        f"the POC job {job_id} ended {status}: {lost}the global model was saved only for "
-        "completed rounds, so nothing of the interrupted round (a withdrawal included) "
-        f"reached it. Restart the client(s) and run again; every service's log is under {poc}"
-    )
 
 
 @contextlib.contextmanager

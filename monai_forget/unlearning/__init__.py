@@ -16,13 +16,11 @@ from monai_forget.unlearning.baselines import (
     natural_forgetting,
     retrain_from_scratch,
 )
+from monai_forget.unlearning.confidence import mean_logit_confidence
 from monai_forget.unlearning.dummy_gradient import (
     DummyGradientGenerator,
     DummyGradientResult,
     Eq4Terms,
-    apply_dummy_gradient,
-    mean_logit_confidence,
-    sgd_step,
 )
 from monai_forget.unlearning.forgetting import (
     forgetting_degree,
@@ -31,6 +29,7 @@ from monai_forget.unlearning.forgetting import (
     uniform_vector,
 )
 from monai_forget.unlearning.oracle import MembershipOracle, oracle_features
+from monai_forget.unlearning.parameters import apply_dummy_gradient, sgd_step
 from monai_forget.unlearning.rate import (
     ForgettingRate,
     forgetting_rate,

@@ -25,7 +25,7 @@ from torch import nn
 
 from monai_forget.data import LabelledImages
 from monai_forget.shadow import Recipe, ShadowTrainer
-from monai_forget.unlearning.dummy_gradient import check_same_shapes
+from monai_forget.unlearning.parameters import check_same_shapes
 
 __all__ = [
     "accumulate_updates",

@@ -27,8 +27,9 @@ stops at the first ``e`` whose mean LiRA logit confidence on ``D_e``
 (``phi = z_y - logsumexp_{j != y} z_j``) is at or below the target, and that last step is
 scaled back by bisection so the mean lands on the target: the paper's "best point"
 (Sec. V, Fig. 10) read as "as confident as on data never trained on". The target is the
-model's own mean ``phi`` on non-members the user holds (:func:`mean_logit_confidence`),
-e.g. a validation split it never trained on.
+model's own mean ``phi`` on non-members the user holds
+(:func:`~monai_forget.unlearning.confidence.mean_logit_confidence`), e.g. a validation
+split it never trained on.
 
 It returns the summed dummy gradient ``G = Σ_e ∇'_e``, so that one SGD step with ``G``
 from the original model, ``W_0 - (η / |D_e|) G``, is the generator's final model
@@ -57,155 +58,15 @@ from torch import nn
 from torch.func import functional_call
 
 from monai_forget.data import LabelledImages
+from monai_forget.unlearning.confidence import logit_confidence_from_logits
+from monai_forget.unlearning.parameters import (
+    Params,
+    apply_dummy_gradient,
+    check_elimination_set,
+    trainable_parameters,
+)
 
-__all__ = [
-    "DummyGradientGenerator",
-    "DummyGradientResult",
-    "Eq4Terms",
-    "apply_dummy_gradient",
-    "check_elimination_set",
-    "mean_logit_confidence",
-    "sgd_step",
-    "trainable_parameters",
-]
-
-Params = dict[str, torch.Tensor]
-
-
-def trainable_parameters(model: nn.Module) -> Params:
-    """Detached copies of the model's trainable floating-point parameters, by name."""
-    params = {
-        name: p.detach().clone()
-        for name, p in model.named_parameters()
-        if p.requires_grad and p.is_floating_point()
-    }
-    if not params:
-        raise ValueError("the model has no trainable floating-point parameters to update")
-    return params
-
-
-def check_same_shapes(
-    reference: Mapping[str, object], other: Mapping[str, torch.Tensor], what: str
-) -> None:
-    """Refuse a parameter mapping whose names or shapes differ from ``reference``.
-
-    ``reference`` maps names to tensors or to shapes.
-
-    Raises:
-        ValueError: naming the missing/extra parameters or the first shape mismatch.
-    """
-    missing = sorted(set(reference) - set(other))
-    extra = sorted(set(other) - set(reference))
-    if missing or extra:
-        raise ValueError(
-            f"{what} does not match the model's parameters (missing {missing[:3]}, "
-            f"unexpected {extra[:3]}); it must come from the same architecture"
-        )
-    for name, ref in reference.items():
-        want = tuple(ref.shape) if hasattr(ref, "shape") else tuple(ref)
-        got = tuple(other[name].shape)
-        if got != want:
-            raise ValueError(
-                f"{what}: parameter {name!r} has shape {got} but the model's has shape "
-                f"{want}; the model changed shape, so this {what} no longer applies: "
-                "recompute it against the current model"
-            )
-
-
-def sgd_step(
-    params: Mapping[str, torch.Tensor], gradient: Mapping[str, torch.Tensor], lr: float, n: int
-) -> Params:
-    """Apply a summed gradient as SGD would (Protocol 1 of Liu et al. 2020).
-
-    ``W' = W - (η / n) ∇``, where ``∇`` is the gradient summed over ``n`` samples (so
-    ``η / n`` times it is the usual mean-gradient step with learning rate ``η``).
-
-    Args:
-        params: The parameters ``W``.
-        gradient: The summed (dummy) gradient, same names and shapes as ``params``.
-        lr: Learning rate ``η``.
-        n: Number of samples the gradient is summed over (``|D_e|``).
-    """
-    if n < 1:
-        raise ValueError(f"n (the elimination-set size) must be positive, got {n}")
-    check_same_shapes(params, gradient, "gradient")
-    scale = float(lr) / int(n)
-    return {k: params[k] - scale * gradient[k].to(params[k]) for k in params}
-
-
-def apply_dummy_gradient(
-    model: nn.Module, gradient: Mapping[str, torch.Tensor], lr: float, n: int
-) -> nn.Module:
-    """A copy of ``model`` after one SGD step with ``gradient`` (see :func:`sgd_step`)."""
-    new = copy.deepcopy(model)
-    updated = sgd_step(trainable_parameters(model), gradient, lr, n)
-    with torch.no_grad():
-        for name, p in new.named_parameters():
-            if name in updated:
-                p.copy_(updated[name])
-    return new
-
-
-def check_elimination_set(model: nn.Module, data: LabelledImages, *, device: torch.device) -> int:
-    """Refuse an empty elimination set or one with labels the model does not know.
-
-    Returns:
-        The number of classes K the model outputs.
-    """
-    if len(data) == 0:
-        raise ValueError(
-            "the elimination set is empty: a withdrawing user needs at least one of its "
-            "samples to eliminate; pass the user's training data"
-        )
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            out = model(torch.tensor(data.images[:1], device=device))
-    finally:
-        model.train(was_training)
-    if out.ndim != 2:
-        raise ValueError(
-            f"the model returns shape {tuple(out.shape)}; the generator needs (B, K) class logits"
-        )
-    k = int(out.shape[1])
-    if k < 2:
-        raise ValueError(f"the model outputs {k} class; Definition 2 needs K >= 2 classes")
-    top = int(data.labels.max())
-    if top >= k:
-        raise ValueError(
-            f"the elimination set has label {top} but the model knows only classes 0..{k - 1}; "
-            "the samples must come from the task the model was trained on"
-        )
-    return k
-
-
-def _logit_confidence(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """``phi = z_y - logsumexp_{j != y} z_j`` per row (LiRA's logit confidence, from logits)."""
-    true = logits.gather(1, labels[:, None]).squeeze(1)
-    others = logits.scatter(1, labels[:, None], float("-inf"))
-    return true - torch.logsumexp(others, dim=1)
-
-
-def mean_logit_confidence(
-    model: nn.Module, data: LabelledImages, *, device: str | torch.device = "cpu"
-) -> float:
-    """Mean LiRA logit confidence ``phi`` of ``model`` on ``data`` (eval mode, no grad).
-
-    On non-members (data the model never trained on) it is the stopping target of
-    :class:`DummyGradientGenerator` (``target_confidence``).
-    """
-    if len(data) == 0:
-        raise ValueError("no samples to measure the confidence on; pass non-member data")
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            logits = model(torch.tensor(data.images, device=device))
-            labels = torch.tensor(data.labels, dtype=torch.long, device=logits.device)
-            return float(_logit_confidence(logits.double(), labels).mean())
-    finally:
-        model.train(was_training)
+__all__ = ["DummyGradientGenerator", "DummyGradientResult", "Eq4Terms"]
 
 
 @dataclass(frozen=True)
@@ -448,7 +309,9 @@ class DummyGradientGenerator:
                 logits = functional_call(
                     model, {**params, **buffers}, (images[start : start + self.chunk_size],)
                 )
-                phi = _logit_confidence(logits.double(), labels[start : start + self.chunk_size])
+                phi = logit_confidence_from_logits(
+                    logits.double(), labels[start : start + self.chunk_size]
+                )
                 total += float(phi.sum())
         return total / len(images)
 
