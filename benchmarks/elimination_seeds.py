@@ -43,7 +43,7 @@ from _markdown import log, say, write  # benchmarks/_markdown.py, next to this s
 
 from monai_forget.audit import ReferenceModelAuditor
 from monai_forget.data import data_root
-from monai_forget.fl.job import run_federated
+from monai_forget.fl.job import model_from_state, run_federated
 from monai_forget.fl.run import (
     DEFAULT_GENERATOR,
     acdc_feature_federation,
@@ -158,14 +158,6 @@ def one_seed(name: str, seed: int, work: Path, k: int, loaded: dict) -> dict:
     return out
 
 
-def _saved_model(config, path: Path):
-    """A model of the federation's network with the weights FLARE saved at ``path``."""
-    model = config.recipe().build()
-    state = load_tensors(path)
-    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()})
-    return model.eval()
-
-
 def refmodel_audits(name: str, seed: int, work: Path, loaded: dict) -> dict:
     """The reference-model auditor on the withdrawn and a remaining provider, for every
     model this seed's FLARE runs saved (decision, p_member, power)."""
@@ -184,7 +176,9 @@ def refmodel_audits(name: str, seed: int, work: Path, loaded: dict) -> dict:
         calibration = audit_calibration("refmodel", fed, site, WITHDRAWN)
         for label, path in models.items():
             log(f"[seed {seed}] reference-model audit of {site}, {label}")
-            r = auditor.audit(_saved_model(config, path), fed.clients[site], calibration)
+            r = auditor.audit(
+                model_from_state(config, load_tensors(path)), fed.clients[site], calibration
+            )
             out[f"{label}/{site}"] = {
                 "decision": r.decision,
                 "p_member": r.statistic,

@@ -175,13 +175,17 @@ def test_generator_refuses_bad_elimination_sets() -> None:
 
 
 def _phi(model: torch.nn.Module, data: LabelledImages) -> np.ndarray:
-    """LiRA logit confidence from softmax probabilities (numpy, independent of the
-    generator's torch computation from logits)."""
-    from monai_forget.audit.refmodel import logit_confidence
+    """LiRA's logit confidence ``log p_y - log sum_{j != y} p_j`` written out with scipy
+    from the logits (independent of the package's ``logit_confidence``)."""
+    from scipy.special import log_softmax, logsumexp
 
     with torch.no_grad():
-        probs = torch.softmax(model(torch.tensor(data.images)).double(), 1).numpy()
-    return logit_confidence(probs, data.labels)
+        logits = model(torch.tensor(data.images)).double().numpy()
+    log_p = log_softmax(logits, axis=1)
+    rows = np.arange(len(log_p))
+    others = log_p.copy()
+    others[rows, data.labels] = -np.inf
+    return log_p[rows, data.labels] - logsumexp(others, axis=1)
 
 
 def test_mean_logit_confidence_matches_the_probability_formula() -> None:

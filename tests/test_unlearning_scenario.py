@@ -289,3 +289,34 @@ def test_withdrawal_evaluation_runs_the_reference_model_auditor(tmp_path) -> Non
             "x", before, after, two, "site-1", ["site-2"], recipe,
             oracle=oracle, auditors=("refmodel",), audit_before=False,
         )  # fmt: skip
+
+
+def test_reference_model_roles_hold_no_copy_of_a_scored_image() -> None:
+    """Public sets hold exact duplicates (PneumoniaMNIST): a copy of one image inside the
+    calibration set, or of a query or known-member image, is kept out of the other roles
+    the reference-model audit splits and scores."""
+    import dataclasses
+
+    from monai_forget.data import concat, load_digits
+    from monai_forget.unlearning.evaluation import audit_calibration
+
+    fed = build_federation(
+        load_digits(), per_client=50, calibration_size=40, test_size=100, shadow_size=100
+    )
+    calibration = fed.calibration["site-2"]
+    copies = concat(
+        calibration.subset([0, 0]),  # a calibration image twice more
+        fed.clients["site-2"].subset([3]),  # a query image
+        fed.clients["site-3"].subset([5]),  # a known member's image
+    )
+    copied = LabelledImages(copies.images, copies.labels, [f"copy-{i}" for i in range(4)], 10)
+    fed = dataclasses.replace(
+        fed, calibration={**fed.calibration, "site-2": concat(calibration, copied)}
+    )
+    members, nonmembers = audit_calibration("refmodel", fed, "site-2", "site-1")
+    hashes = [fed.clients["site-2"].sample_hashes, members.sample_hashes, nonmembers.sample_hashes]
+    assert len(nonmembers) == 40 and len(members) == 50
+    assert len(np.unique(nonmembers.sample_hashes)) == len(nonmembers)
+    for i in range(3):
+        for j in range(i + 1, 3):
+            assert not set(hashes[i]) & set(hashes[j]), (i, j)

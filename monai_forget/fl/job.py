@@ -54,6 +54,7 @@ from monai_forget.io import atomic_write
 __all__ = [
     "FederatedRun",
     "WithdrawalError",
+    "model_from_state",
     "network_class_path",
     "run_federated",
 ]
@@ -117,7 +118,7 @@ class FederatedRun:
         if self.withdrawal is None:
             raise ValueError("this run had no withdrawal")
         path = self.client_dir(self.withdrawal.client) / "before_withdrawal.pt"
-        return _model_from(self.config, load_tensors(path))
+        return model_from_state(self.config, load_tensors(path))
 
     def updates(self, client: str) -> list[dict[str, torch.Tensor]]:
         """The client's recorded per-round weight changes (its local training updates)."""
@@ -130,7 +131,8 @@ class FederatedRun:
         return self.workspace / ("poc" if self.backend == "poc" else f"flare/{JOB_NAME}")
 
 
-def _model_from(config: FederatedConfig, state: Mapping[str, torch.Tensor]) -> nn.Module:
+def model_from_state(config: FederatedConfig, state: Mapping[str, torch.Tensor]) -> nn.Module:
+    """The federation's network (eval mode) with the weights of ``state`` (e.g. saved by FLARE)."""
     model = config.recipe().build()
     model.load_state_dict(
         {k: v.to(torch.float32) if v.is_floating_point() else v for k, v in state.items()}
@@ -272,7 +274,7 @@ def run_federated(
         ) from err
     seconds = time.perf_counter() - start
     record = _read_record(job_dir, withdrawal)
-    model = _model_from(config, state)
+    model = model_from_state(config, state)
     return FederatedRun(model, workspace, names, config, withdrawal, record, seconds, backend)
 
 

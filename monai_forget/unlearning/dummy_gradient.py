@@ -53,12 +53,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
 import torch
 from torch import nn
 from torch.func import functional_call
 
+from monai_forget.audit.refmodel import logit_confidence
 from monai_forget.data import LabelledImages
-from monai_forget.unlearning.confidence import logit_confidence_from_logits
 from monai_forget.unlearning.parameters import (
     Params,
     apply_dummy_gradient,
@@ -250,13 +251,12 @@ class DummyGradientGenerator:
         zero = {k: torch.zeros_like(v) for k, v in original.items()}
         history = [self.objective(work, base, original, zero, images)]
         total_step = {k: torch.zeros_like(v) for k, v in original.items()}
-        target = self.target_confidence
-        labels = torch.tensor(data.labels, dtype=torch.long, device=device)
+        target, labels = self.target_confidence, data.labels
         confidence = [] if target is None else [self._confidence(work, base, images, labels)]
         stopped_at = None
         if target is not None and confidence[0] <= target:
             stopped_at = 0  # already as confident as on non-members: nothing to eliminate
-        for e in range(1, self.iterations + 1 if stopped_at is None else 1):
+        for e in range(1, 1 + (self.iterations if stopped_at is None else 0)):
             self._optimise(work, base, original, step, images)
             with torch.no_grad():
                 if not all(torch.isfinite(s).all() for s in step.values()):
@@ -269,14 +269,13 @@ class DummyGradientGenerator:
                 if target is not None:
                     reached = self._confidence(work, base, images, labels, step)
                     if reached <= target:
-                        scale = self._scale_to(work, base, step, images, labels, target)
+                        scale, reached = self._scale_to(work, base, step, images, labels, target)
                         stopped_at = e
+                    confidence.append(reached)
                 for k in base:
                     base[k] = base[k] + scale * step[k]
                     total_step[k] += scale * step[k]
             history.append(self.objective(work, base, original, zero, images))
-            if target is not None:
-                confidence.append(self._confidence(work, base, images, labels))
             if stopped_at is not None:
                 break
         scale = n / self.lr  # ∇' = -(|D_e| / η) * step
@@ -296,23 +295,20 @@ class DummyGradientGenerator:
         model: nn.Module,
         base: Mapping[str, torch.Tensor],
         images: torch.Tensor,
-        labels: torch.Tensor,
+        labels: np.ndarray,
         step: Mapping[str, torch.Tensor] | None = None,
         scale: float = 1.0,
     ) -> float:
-        """Mean logit confidence on ``D_e`` at ``base + scale * step`` (no grad)."""
+        """Mean LiRA logit confidence on ``D_e`` at ``base + scale * step`` (no grad)."""
         params = base if step is None else {k: base[k] + scale * step[k] for k in base}
         buffers = dict(model.named_buffers())
         total = 0.0
         with torch.no_grad():
             for start in range(0, len(images), self.chunk_size):
-                logits = functional_call(
-                    model, {**params, **buffers}, (images[start : start + self.chunk_size],)
-                )
-                phi = logit_confidence_from_logits(
-                    logits.double(), labels[start : start + self.chunk_size]
-                )
-                total += float(phi.sum())
+                chunk = slice(start, start + self.chunk_size)
+                logits = functional_call(model, {**params, **buffers}, (images[chunk],))
+                probs = torch.softmax(logits.double(), dim=1).cpu().numpy()
+                total += float(logit_confidence(probs, labels[chunk]).sum())
         return total / len(images)
 
     def _scale_to(
@@ -321,24 +317,27 @@ class DummyGradientGenerator:
         base: Mapping[str, torch.Tensor],
         step: Mapping[str, torch.Tensor],
         images: torch.Tensor,
-        labels: torch.Tensor,
+        labels: np.ndarray,
         target: float,
         rounds: int = 30,
-    ) -> float:
-        """The fraction of ``step`` at which the mean confidence reaches ``target``.
+    ) -> tuple[float, float]:
+        """The fraction of ``step`` at which the mean confidence reaches ``target``, and
+        the confidence there.
 
         Bisection on ``[0, 1]``: at 0 the confidence is above the target, at 1 at or
         below it; the returned end keeps it at or below (the confidence along one
         step is taken as monotone, which the bracket does not need for termination).
         """
         low, high = 0.0, 1.0
+        at_high = self._confidence(model, base, images, labels, step, high)
         for _ in range(rounds):
             mid = 0.5 * (low + high)
-            if self._confidence(model, base, images, labels, step, mid) <= target:
-                high = mid
+            at_mid = self._confidence(model, base, images, labels, step, mid)
+            if at_mid <= target:
+                high, at_high = mid, at_mid
             else:
                 low = mid
-        return high
+        return high, at_high
 
     def _optimise(
         self,

@@ -37,11 +37,10 @@ import scipy.stats
 import torch
 from torch import nn
 
-from monai_forget.audit.refmodel import logit_confidence
 from monai_forget.data import LabelledImages
-from monai_forget.inference import predict
 from monai_forget.results import Result
 from monai_forget.unlearning.baselines import fedavg
+from monai_forget.unlearning.confidence import logit_confidences
 
 __all__ = [
     "RetrainComparison",
@@ -89,11 +88,6 @@ class RetrainComparison(Result):
         )
 
 
-def _logits(model: nn.Module, data: LabelledImages, device: str | torch.device) -> np.ndarray:
-    out = predict(model, data, device=device)
-    return logit_confidence(out.probs, out.labels)
-
-
 def compare_with_retraining(
     model: nn.Module | np.ndarray,
     retrained: Sequence[nn.Module] | np.ndarray,
@@ -117,11 +111,15 @@ def compare_with_retraining(
     """
     if (isinstance(model, nn.Module) or not isinstance(retrained, np.ndarray)) and data is None:
         raise ValueError("pass the withdrawn data to score the models on")
-    phi_u = _logits(model, data, device) if isinstance(model, nn.Module) else np.asarray(model)
+    phi_u = (
+        logit_confidences(model, data, device)
+        if isinstance(model, nn.Module)
+        else np.asarray(model)
+    )
     phi_k = (
         np.asarray(retrained, dtype=np.float64)
         if isinstance(retrained, np.ndarray)
-        else np.stack([_logits(m, data, device) for m in retrained])
+        else np.stack([logit_confidences(m, data, device) for m in retrained])
     )
     k = phi_k.shape[0]
     if k < 3:
