@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import scipy.stats
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -64,6 +65,7 @@ from monai_forget.audit import (
 )
 from monai_forget.audit.refmodel import (
     MembershipCalibration,
+    auc,
     logit_confidence,
     refmodel_decision,
     set_test,
@@ -304,6 +306,8 @@ def run(args: argparse.Namespace) -> None:
                     prepared[dataset, cell[0]] = prepare(
                         pools[dataset], cell[0], args.seed, cache, args.references
                     )
+                    if cell[0] == 100:
+                        record_signal(cache, dataset, prepared[dataset, cell[0]])
                 done[key] = run_cell(
                     pools[dataset], prepared[dataset, cell[0]], auditor, cell, args
                 )
@@ -347,6 +351,41 @@ def report(done: dict[str, dict], args: argparse.Namespace) -> None:
         write_error_rates(done, args)
 
 
+def record_signal(cache: Path, dataset: str, prep: Prepared) -> None:
+    """The per-sample membership signal of the target (full-quality calibration): the
+    AUC of the reference-model score, known members vs known non-members."""
+    store = cache / "signal.json"
+    signal = json.loads(store.read_text()) if store.is_file() else {}
+    signal[dataset] = {
+        "auc": auc(prep.score("members_known"), prep.score("nonmembers_known")),
+        "compared_nonmembers": int(prep.calibration.nonmembers.size),
+    }
+    store.write_text(json.dumps(signal, indent=1))
+
+
+def signal_ceiling(cache: Path) -> None:
+    """How much any set-level test can see, from the per-sample signal: a rank test of
+    |D_Q| members against the compared non-members has, with per-sample AUC A, power
+    about Phi((A - 1/2) / sqrt((n_Q + n_N + 1) / (12 n_Q n_N)) - z_0.95)."""
+    store = cache / "signal.json"
+    if not store.is_file():
+        return
+    for dataset, s in json.loads(store.read_text()).items():
+        a, n_n = s["auc"], s["compared_nonmembers"]
+        power = {
+            n_q: scipy.stats.norm.cdf(
+                (a - 0.5) / np.sqrt((n_q + n_n + 1) / (12 * n_q * n_n)) - 1.644854
+            )
+            for n_q in SIZES
+        }
+        say(
+            f"- {dataset}: per-sample AUC of the score, known members vs non-members, "
+            f"{a:.3f}; a rank test of a member set against {n_n} non-members would have "
+            f"power {', '.join(f'{p:.2f} at {n}' for n, p in power.items())} (normal "
+            "approximation): the member-power target needs a stronger per-sample signal"
+        )
+
+
 def targets(done: dict[str, dict], args: argparse.Namespace) -> None:
     """Issue 11's targets for the reference-model auditor, marked as measured."""
     rows = [(key.split("|"), c) for key, c in done.items() if key.endswith("|refmodel")]
@@ -379,6 +418,7 @@ def targets(done: dict[str, dict], args: argparse.Namespace) -> None:
         f'"forgotten" on sets with remembered samples; "forgotten" was decided {decided} '
         f"times in {draws} member/non-member draws"
     )
+    signal_ceiling(Path(args.cache_dir))
     say()
 
 

@@ -283,12 +283,11 @@ def job_model(data: str, arch: str, kind: str, k: int) -> str:
     return key
 
 
-def job_scan(placement: str, rep: int) -> str:
-    """MLP-1 on MNIST with one roster name on one image (or none), scanned with decoys."""
+def scan_model(placement: str, rep: int):
+    """The leak scan's model: MLP-1 on MNIST with one roster name on one image ("top":
+    a top-influence image, "random") or none ("control"). Returns (model, training
+    record, name, image index)."""
     store, seed, cfg = STATE["store"], STATE["seed"], STATE["cfg"]
-    key = f"scan/{placement}/{rep}"
-    if store.get(key) is not None:
-        return key
     split = STATE["splits"]["mnist"]
     rng = np.random.default_rng([seed, 500, rep])
     name = str(rng.choice(ROSTER))
@@ -299,7 +298,18 @@ def job_scan(placement: str, rep: int) -> str:
     train = split.train
     if name is not None:
         train = inject_feature(train, index, UniqueFeature.from_text(name, (1, 1), 1, 1.0))
-    model, rec = trained(key, "mlp-1", split, train, seed + 200 + rep)
+    model, rec = trained(f"scan/{placement}/{rep}", "mlp-1", split, train, seed + 200 + rep)
+    return model, rec, name, index
+
+
+def job_scan(placement: str, rep: int) -> str:
+    """MLP-1 on MNIST with one roster name on one image (or none), scanned with decoys."""
+    store, seed, cfg = STATE["store"], STATE["seed"], STATE["cfg"]
+    key = f"scan/{placement}/{rep}"
+    if store.get(key) is not None:
+        return key
+    split = STATE["splits"]["mnist"]
+    model, rec, name, index = scan_model(placement, rep)
     decoy_seed = int(np.random.SeedSequence([seed, 900, len(placement), rep]).generate_state(1)[0])
     start, cpu = time.perf_counter(), time.process_time()
     res = leak_scan(

@@ -61,12 +61,55 @@ def test_set_test_is_valid_under_the_null() -> None:
     pvalues = []
     for _ in range(300):
         calibration = _calibration(rng, 1.0)
-        pvalues.append(
-            set_test(rng.normal(0, 1, 50), calibration, alpha=0.05, min_power=0.95).pvalue
-        )
+        query = rng.normal(0, 1, 50)
+        test = set_test(query, calibration, alpha=0.05, min_power=0.95, n_resamples=999, seed=_)
+        pvalues.append(test.pvalue)
     pvalues = np.array(pvalues)
     assert scipy.stats.kstest(pvalues, "uniform").pvalue > 0.01
     assert np.mean(pvalues <= 0.05) < 0.09
+
+
+class _Identity:
+    """A membership map that leaves scores as they are (hand-checkable p-values)."""
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return np.asarray(x, dtype=np.float64)
+
+
+def test_set_test_pvalue_by_enumeration() -> None:
+    """D_Q = [1, 1] against non-members [0, 0, 1]: of the 10 ways to pick 2 of the 5
+    values as D_Q, the 3 that pick two 1s reach the observed mean difference 2/3, so
+    the exact one-sided p-value is 3/10 (scipy enumerates when 10 <= n_resamples)."""
+    calibration = MembershipCalibration(
+        np.array([1.0, 1.0]), np.array([0.0, 0.0, 1.0]), 0, 0, _Identity()
+    )
+    test = set_test(np.array([1.0, 1.0]), calibration, alpha=0.05, min_power=0.95)
+    assert test.pvalue == pytest.approx(0.3)
+
+
+def _with_atom(rng: np.random.Generator, n: int, share: float = 0.05) -> np.ndarray:
+    """Scores with a share of far-off low values (a model's rare misclassified samples)."""
+    x = rng.normal(0, 1, n)
+    x[rng.random(n) < share] = -10.0
+    return x
+
+
+def test_set_test_is_valid_when_small_query_sets_miss_the_atom() -> None:
+    """Members never misclassified, non-members at 5 %: the map puts the low scores at
+    the floor. A D_Q of 20 non-members holds none in 36 % of draws; Welch's t-test then
+    sees no variance and rejects often. The permutation test stays near alpha."""
+    rng = np.random.default_rng(0)
+    calibration = MembershipCalibration.fit(rng.normal(0, 1, 1000), _with_atom(rng, 1000), 0)
+    ours, welch = [], []
+    for i in range(300):
+        query = _with_atom(rng, 20)
+        test = set_test(query, calibration, alpha=0.05, min_power=0.95, n_resamples=999, seed=i)
+        ours.append(test.pvalue <= 0.05)
+        mapped = calibration(query)
+        welch.append(scipy.stats.ttest_ind(mapped, calibration.nonmembers, equal_var=False,
+                                           alternative="greater").pvalue <= 0.05)  # fmt: skip
+    assert np.mean(welch) > 0.2  # the failure this guards against is real here
+    assert np.mean(ours) < 0.1
 
 
 def test_power_formula_matches_simulation() -> None:
@@ -78,7 +121,10 @@ def test_power_formula_matches_simulation() -> None:
     n = int(need.needed_query_size)
     assert 10 < n < 400
     rejected = [
-        set_test(rng.normal(0.8, 1, n), calibration, alpha=0.05, min_power=0.95).pvalue <= 0.05
+        set_test(
+            rng.normal(0.8, 1, n), calibration, alpha=0.05, min_power=0.95, n_resamples=999
+        ).pvalue
+        <= 0.05
         for _ in range(200)
     ]
     assert np.mean(rejected) >= 0.9

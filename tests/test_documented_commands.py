@@ -75,6 +75,8 @@ MEMORISATION_DOC = (
     f"monai-forget memorisation scan --model model.pt {CNN1} --probes probes.npz --roster "
     "roster.csv --position 1 1 --scale 1 --correction bh --alpha 0.05 --out scan/",
     f"monai-forget memorisation score --model model.pt {CNN1} --probes probes.npz --text ANNA",
+    f"monai-forget memorisation scan --model m.pt {MLP1} --probes ood.npz --roster names.csv "
+    "--reference-model ref1.pt --reference-model ref2.pt --out scan/",
 )
 CANARY_DOC = (
     'monai-forget canary inject "$CT" ct_canary.dcm',
@@ -241,7 +243,8 @@ def files_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copyfile(real_file("CT_small.dcm"), root / "ct.dcm")
     make_npz(root / "pneumoniamnist.npz")
     torch.manual_seed(0)
-    for name, network in (("m.pt", "mlp-1"), ("model.pt", "cnn-1")):
+    for name, network in (("m.pt", "mlp-1"), ("model.pt", "cnn-1"), ("ref1.pt", "mlp-1"),
+                          ("ref2.pt", "mlp-1")):  # fmt: skip
         model = get_network(network, in_shape=(1, 28, 28), num_classes=2)
         torch.save(model.state_dict(), root / name)
     _probes(root / "ood.npz")
@@ -263,7 +266,8 @@ def test_readme_and_memorisation_commands(command: str, files_workspace: Path) -
         datalist = json.loads((workspace / "pneumoniamnist.json").read_text())
         assert len(datalist["training"]) == 6 and (workspace / "png").is_dir()
     elif "memorisation scan" in command:
-        assert (workspace / "scan" / "leak_scan.json").is_file()
+        scan = json.loads((workspace / "scan" / "leak_scan.json").read_text())
+        assert scan["settings"]["references"] == command.count("--reference-model")
     else:
         assert "p =" in result.stdout
 

@@ -17,6 +17,7 @@ from monai_forget.memorisation import (
     read_roster,
     write_scan_report,
 )
+from monai_forget.memorisation.reference_scan import in_decoy_units, relative_to_references
 from monai_forget.memorisation.report import MEASURED_FALSE_ALARMS
 from monai_forget.networks import MLP1
 
@@ -25,20 +26,22 @@ SIZE = 28
 ARGS = {"in_shape": [1, SIZE, SIZE], "num_classes": 2, "hidden": 2}
 
 
-def knows(name: str, gain: float = 0.5) -> MLP1:
-    """An MLP-1 whose first hidden unit is a matched filter of ``name`` at (1, 1)."""
-    f = UniqueFeature.from_text(name, (1, 1))
-    template = np.zeros((SIZE, SIZE), np.float32)
-    h, w = f.shape
-    template[1 : 1 + h, 1 : 1 + w] = np.where(f.mask, 1.0, -1.0)
+def knows(*names: str, gain: float = 0.5) -> MLP1:
+    """An MLP-1 whose first hidden units are matched filters of ``names`` at (1, 1)."""
     net = MLP1((1, SIZE, SIZE), 2, hidden=2)
     with torch.no_grad():
         first, _, second = net.head[1], net.head[2], net.head[3]
         first.weight.zero_()
         first.bias.zero_()
-        first.weight[0] = gain * torch.from_numpy(template.ravel())
-        second.weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 0.0]]))
+        second.weight.zero_()
         second.bias.zero_()
+        for unit, name in enumerate(names):
+            f = UniqueFeature.from_text(name, (1, 1))
+            template = np.zeros((SIZE, SIZE), np.float32)
+            h, w = f.shape
+            template[1 : 1 + h, 1 : 1 + w] = np.where(f.mask, 1.0, -1.0)
+            first.weight[unit] = gain * torch.from_numpy(template.ravel())
+            second.weight[0, unit] = 1.0
     return net.eval()
 
 
@@ -57,6 +60,51 @@ def test_scan_ranks_the_known_name_first(probes):
     assert p == sorted(p)
     # BH-adjusted p-values: p_(i) * m / i made monotone, never below the raw p.
     assert all(r.pvalue_adjusted >= r.pvalue for r in result.rows)
+
+
+def test_reference_models_remove_what_every_model_of_the_design_does(probes, tmp_path):
+    """ANNA moves every model of the design (the references too); only the audited
+    model reacts to EVE. Without references both are flagged; with them only EVE."""
+    target = knows("ANNA", "EVE")
+    alone = leak_scan(target, probes, ROSTER, decoy_seed=3)
+    assert {"ANNA", "EVE"} <= set(alone.significant_names())
+    references = [knows("ANNA"), knows("ANNA")]
+    scan = leak_scan(target, probes, ROSTER, decoy_seed=3, references=references)
+    assert scan.significant_names() == ["EVE"]
+    assert scan.top.name == "EVE"
+    rows = {r.name: r for r in scan.rows}
+    assert rows["ANNA"].m_references > 0 and rows["EVE"].m > 0
+    assert scan.settings["references"] == 2
+    # The report quotes the false alarms measured with reference models, not without.
+    _, html_path = write_scan_report(scan, tmp_path)
+    page = html_path.read_text()
+    assert "with 8 reference models" in page and "1 of 20 control scans" in page
+    with pytest.raises(ValueError, match="at least 2 reference models"):
+        leak_scan(target, probes, ROSTER, references=references[:1])
+    # A target that is one of its references: every statistic is 0, every decoy ties
+    # with every name, so each p is (1 + n) / (1 + n) = 1.
+    same = leak_scan(knows("ANNA"), probes, ROSTER, decoy_seed=3, references=references)
+    assert {r.pvalue for r in same.rows} == {1.0}
+
+
+def test_reference_statistic_by_hand():
+    """One name and two decoys of its kind (decoys' M 1 and 3: mean 2, sd 1, so a text's
+    units are M - 2). Target M [4, 1, 3] -> units [2, -1, 1]; references [3, 1, 3] ->
+    [1, -1, 1] and [1, 1, 3] -> [-1, -1, 1]: mean [0, -1, 1], spread (ddof 1) [sqrt 2,
+    0, 0], pooled sqrt(2/3); scale sqrt((s^2 + 2/3) / 2) = [sqrt(4/3), sqrt(1/3),
+    sqrt(1/3)]; statistic [2 / sqrt(4/3), 0, 0] = [sqrt 3, 0, 0]."""
+    texts = ["AB", "XY", "QQ"]
+    target = np.array([4.0, 1.0, 3.0])
+    references = [np.array([3.0, 1.0, 3.0]), np.array([1.0, 1.0, 3.0])]
+    np.testing.assert_allclose(in_decoy_units(target, texts, 1), [2.0, -1.0, 1.0])
+    statistic, mean = relative_to_references(target, references, texts, 1)
+    np.testing.assert_allclose(statistic, [np.sqrt(3.0), 0.0, 0.0], atol=1e-12)
+    np.testing.assert_allclose(mean, [0.0, -1.0, 1.0])
+    # References that agree on every text: the plain difference.
+    statistic, _ = relative_to_references(target, [references[0]] * 2, texts, 1)
+    np.testing.assert_allclose(statistic, [1.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match="at least 2"):
+        relative_to_references(target, references[:1], texts, 1)
 
 
 def test_corrections_and_order_independence(probes):
@@ -119,7 +167,9 @@ def test_report_is_written_atomically_and_not_overwritten(probes, tmp_path):
     # caution and the false-alarm rate measured for its configuration (BH, alpha 0.05).
     assert "evidence of memorisation" in page and "memorised" not in page
     assert "not proof" in page and "not proof of absence" in page
-    (measured,) = [r for r in MEASURED_FALSE_ALARMS if r["correction"] == "bh"]
+    (measured,) = [
+        r for r in MEASURED_FALSE_ALARMS if r["correction"] == "bh" and not r["references"]
+    ]
     assert f"{measured['flagged']} of {measured['scans']} control scans" in page
     assert record["measured_false_alarms"][0]["scans"] == measured["scans"]
     assert len(record["decoys"]) == 2 and record["settings"]["decoys_per_kind"] == 999

@@ -126,7 +126,9 @@ class RefModelReference:
         reference's order) are ``target_phi``."""
         scores = self.scores(target_phi)
         calibration = MembershipCalibration.fit(scores["members"], scores["nonmembers"], seed)
-        test = set_test(scores["query"], calibration, alpha=self.alpha, min_power=self.min_power)
+        test = set_test(
+            scores["query"], calibration, alpha=self.alpha, min_power=self.min_power, seed=seed
+        )
         fraction = remembered_fraction(scores["query"], calibration, n_boot=n_boot, seed=seed)
         shift = self.shift()
         warnings = self._warnings(test, target_accuracy, shift)

@@ -153,6 +153,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="level of the corrected p-values (default %(default)s)",
     )
     scan.add_argument(
+        "--reference-model",
+        action="append",
+        metavar="PATH",
+        help="a model trained by the audited model's recipe without any roster name "
+        "(same --network); repeat for each (the benchmark used 8). Each text's M is then taken "
+        "relative to theirs, which removes what a name does to any model of the design",
+    )
+    scan.add_argument(
         "--out", required=True, help="output folder for leak_scan.json and leak_scan.html"
     )
     parser.set_defaults(func=run)
@@ -236,6 +244,7 @@ def run(args: argparse.Namespace) -> int:
         value=args.value,
         correction=args.correction,
         alpha=args.alpha,
+        references=[load_model_from_args(args, path) for path in args.reference_model or ()],
         **_options(args, training),
     )
     json_path, html_path = write_scan_report(result, out_dir, overwrite=args.overwrite)

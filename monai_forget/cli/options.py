@@ -75,8 +75,9 @@ def add_run_arguments(
         )
 
 
-def load_model_from_args(args: argparse.Namespace) -> nn.Module:
-    """Load the model the options name (safely: TorchScript or ``weights_only``)."""
+def load_model_from_args(args: argparse.Namespace, path: str | None = None) -> nn.Module:
+    """Load the model the options name (safely: TorchScript or ``weights_only``); ``path``
+    loads another file of the same architecture (e.g. a reference model)."""
     from monai_forget.networks import load_model
 
     try:
@@ -85,7 +86,7 @@ def load_model_from_args(args: argparse.Namespace) -> nn.Module:
         raise ValueError(
             f"--network-args is not valid JSON ({err}); e.g. '{{\"num_classes\": 2}}'"
         ) from None
-    return load_model(args.model, network=args.network, network_args=network_args)
+    return load_model(path or args.model, network=args.network, network_args=network_args)
 
 
 def load_set(path: str, split: str | None, role: str) -> LabelledImages:

@@ -9,11 +9,14 @@ out-of-distribution probes and ranks it among **decoys**: random texts of the sa
 never saw (:mod:`~monai_forget.memorisation.decoys`; the exposure of Carlini et al.
 2019). The calibrated p-values are corrected over the roster (Benjamini-Hochberg by
 default, Bonferroni as an option) and the names ranked. The paper's t-test is reported
-beside them, uncalibrated.
+beside them, uncalibrated. With reference models (``references``: the recipe trained
+without the roster), every text's M is taken relative to theirs first, so a name that
+moves any model of the design more than its decoys do is not mistaken for a leak.
 
 Cost: one pass on the clean probes, one random-control pass per kind of name (names of
 one length and case share their random controls and decoys), and one pass per name and
-per decoy, several texts per forward batch (:func:`~.passes.text_divergences`).
+per decoy, several texts per forward batch (:func:`~.passes.text_divergences`); the
+same again on each reference model.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from monai_forget.memorisation.passes import (
     predict_probs,
     text_divergences,
 )
+from monai_forget.memorisation.reference_scan import MIN_REFERENCES, relative_to_references
 from monai_forget.memorisation.roster import Roster, check_names, read_roster
 from monai_forget.memorisation.significance import PAPER_TEST, TESTS, one_tailed_test
 from monai_forget.results import Result, package_versions
@@ -68,9 +72,12 @@ Correction = Literal["bh", "bonferroni", "none"]
 class NameResult:
     """One candidate name's score, calibrated test and standing in the scan.
 
-    ``pvalue`` is the calibrated (decoy) p-value, ``pvalue_adjusted`` its correction over
-    the roster and ``significant`` whether that is below alpha; ``test_statistic`` and
-    ``test_pvalue`` are the uncalibrated t-test's (the paper's by default).
+    ``m`` is the statistic ranked among the decoys: M (Eq. 1) on the audited model; with
+    reference models, that M minus ``m_references`` (their mean for the text), both in
+    units of each model's decoys, over their spread for the text (0 without them).
+    ``pvalue`` is the calibrated (decoy) p-value, ``pvalue_adjusted`` its correction
+    over the roster and ``significant`` whether that is below alpha; ``test_statistic``
+    and ``test_pvalue`` are the uncalibrated t-test's (the paper's) on the model alone.
     """
 
     rank: int
@@ -86,11 +93,13 @@ class NameResult:
     test_pvalue: float
     mean_d_unique: float
     mean_d_random: float
+    m_references: float = 0.0
 
 
 @dataclass(frozen=True)
 class DecoyNull:
-    """The decoys of one kind of name (``template``, see ``decoy_template``) and their M."""
+    """The decoys of one kind of name (``template``, see ``decoy_template``) and their
+    statistic (M, relative to the reference models when the scan has them)."""
 
     template: str
     texts: tuple[str, ...]
@@ -206,6 +215,21 @@ def _random_divergences(model, images, clean, feature, kind, seed, kwargs) -> np
     return kl_divergence(clean, predict_probs(carrying, images, "random-feature", **kwargs))
 
 
+def _text_scores(model, images, texts, features, random_feature, seed, kwargs, **stamp):
+    """Every text's divergences on ``model`` and each kind's random-control divergences."""
+    clean = predict_probs(model, images, "clean", **kwargs)
+    d_random = {
+        template: _random_divergences(model, images, clean, feature, random_feature, seed, kwargs)
+        for template, feature in features.items()
+    }
+    return text_divergences(model, images, clean, texts, **stamp, **kwargs), d_random
+
+
+def _m(d: np.ndarray, d_random: dict[str, np.ndarray], texts: Sequence[str]) -> np.ndarray:
+    """Eq. 1 for every text: its mean divergence minus its kind's random control's."""
+    return d.mean(axis=1) - np.array([d_random[decoy_template(t)].mean() for t in texts])
+
+
 def leak_scan(
     model: torch.nn.Module,
     probes: object,
@@ -225,6 +249,7 @@ def leak_scan(
     device: str | torch.device = "cpu",
     outputs: Literal["logits", "probs"] = "logits",
     training_data: object | None = None,
+    references: Sequence[torch.nn.Module] = (),
     progress: bool = False,
 ) -> LeakScanResult:
     """Score every candidate name against decoys, correct for multiple testing and rank.
@@ -248,6 +273,10 @@ def leak_scan(
         batch_size: images per forward pass.
         device, outputs: see :func:`monai_forget.inference.predict`.
         training_data: in-distribution samples; warns about probes identical to them.
+        references: at least 2 models trained by the audited model's recipe without any
+            roster name: each text's M is taken relative to theirs, which removes what a
+            name does to any model of the design (random decoys are not exchangeable
+            with every real name; :mod:`~.reference_scan`). One scan per reference.
         progress: show a progress bar over the names and decoys.
 
     Raises:
@@ -269,32 +298,37 @@ def leak_scan(
     n_decoys = default_decoys(len(names), alpha, correction) if decoys is None else int(decoys)
     if n_decoys < 1:
         raise ValueError(f"decoys must be at least 1, got {decoys}")
+    if 0 < len(references) < MIN_REFERENCES:
+        raise ValueError(f"pass at least {MIN_REFERENCES} reference models, or none")
     decoy_seed = fresh_seed() if decoy_seed is None else int(decoy_seed)
     if training_data is not None:
         warn_if_in_distribution(images, training_data)
     kwargs = dict(batch_size=batch_size, device=device, outputs=outputs)
-    clean = predict_probs(model, images, "clean", **kwargs)
-    kinds: dict[str, list[int]] = {}
-    for i, name in enumerate(names):
-        kinds.setdefault(decoy_template(name), []).append(i)
-    d_random, decoy_texts = {}, {}
-    for template, members in kinds.items():
-        feature = UniqueFeature.from_text(names[members[0]], position, scale, value)
-        d_random[template] = _random_divergences(
-            model, images, clean, feature, random_feature, seed, kwargs
-        )
-        decoy_texts[template] = draw_decoys(
-            template, n_decoys, _rng(decoy_seed, template), exclude=names
-        )
+    features, decoy_texts = {}, {}
+    for name in names:
+        template = decoy_template(name)
+        if template not in features:
+            features[template] = UniqueFeature.from_text(name, position, scale, value)
+            decoy_texts[template] = draw_decoys(
+                template, n_decoys, _rng(decoy_seed, template), exclude=names
+            )
     texts = list(names) + [t for v in decoy_texts.values() for t in v]
-    d = text_divergences(
-        model, images, clean, texts, position=position, scale=scale, value=value,
-        progress=progress, **kwargs,
-    )  # fmt: skip
+    stamp = dict(position=position, scale=scale, value=value)
+    d, d_random = _text_scores(
+        model, images, texts, features, random_feature, seed, kwargs, progress=progress, **stamp
+    )
+    statistic, m_refs = _m(d, d_random, texts), np.zeros(len(texts))
+    if references:  # the same texts, controls and probes on every model
+        reference_m = [
+            _m(*_text_scores(r, images, texts, features, random_feature, seed, kwargs, **stamp),
+               texts)
+            for r in references
+        ]  # fmt: skip
+        statistic, m_refs = relative_to_references(statistic, reference_m, texts, len(names))
     mean_d = d.mean(axis=1)
     nulls, offset = [], len(names)
     for template, dt in decoy_texts.items():
-        m = mean_d[offset : offset + len(dt)] - d_random[template].mean()
+        m = statistic[offset : offset + len(dt)]
         m.flags.writeable = False
         nulls.append(DecoyNull(template, tuple(dt), m))
         offset += len(dt)
@@ -303,7 +337,7 @@ def leak_scan(
     for i, name in enumerate(names):
         template = decoy_template(name)
         dr = d_random[template]
-        calibrated = decoy_test(mean_d[i] - dr.mean(), null_of[template].m)
+        calibrated = decoy_test(statistic[i], null_of[template].m)
         per_name.append((calibrated, one_tailed_test(d[i], dr, test), dr.mean()))
     pvalues = np.array([c.pvalue for c, _, _ in per_name])
     adjusted = {"bh": benjamini_hochberg, "bonferroni": bonferroni}.get(correction, np.copy)(
@@ -326,6 +360,7 @@ def leak_scan(
             test_pvalue=float(per_name[i][1].pvalue),
             mean_d_unique=float(mean_d[i]),
             mean_d_random=float(per_name[i][2]),
+            m_references=float(m_refs[i]),
         )
         for rank, i in enumerate(order, start=1)
     )
@@ -349,9 +384,11 @@ def leak_scan(
         "decoys_per_kind": n_decoys,
         "decoy_seed": decoy_seed,
         "smallest_adjusted_pvalue": best,
+        "references": len(references),
     }
     provenance = {
         "model_fingerprint": model_fingerprint(model),
+        "reference_fingerprints": [model_fingerprint(r) for r in references],
         "probes_fingerprint": data_fingerprint(probe_set(images)),
         "seed": int(seed),
         "decoy_seed": decoy_seed,
