@@ -374,7 +374,7 @@ def signal_ceiling(cache: Path) -> None:
         a, n_n = s["auc"], s["compared_nonmembers"]
         power = {
             n_q: scipy.stats.norm.cdf(
-                (a - 0.5) / np.sqrt((n_q + n_n + 1) / (12 * n_q * n_n)) - 1.644854
+                (a - 0.5) / np.sqrt((n_q + n_n + 1) / (12 * n_q * n_n)) - scipy.stats.norm.ppf(0.95)
             )
             for n_q in SIZES
         }

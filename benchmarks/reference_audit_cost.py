@@ -72,7 +72,7 @@ def run(args: argparse.Namespace, work: Path) -> dict:
         "--json",
     ]  # fmt: skip
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=os.environ.copy())
+    done = subprocess.run(command, capture_output=True, text=True)
     seconds = time.perf_counter() - start
     if done.returncode not in (0, 3, 4):
         raise RuntimeError(f"the audit failed ({done.returncode}): {done.stderr[-2000:]}")

@@ -200,8 +200,8 @@ def set_test(
     and their mean is compared with the held-out non-members' by a one-sided
     permutation test (``scipy.stats.permutation_test``, ``n_resamples`` random
     relabellings, seeded by ``seed``; p counts the observed labelling, so it is never
-    0): the set-level
-    comparison of dataset inference (Maini et al. 2021), which uses a t-test. Ours is a
+    0): the set-level comparison of dataset inference (Maini et al. 2021), which uses a
+    t-test. Ours is a
     permutation test because the mapped scores are step values with an atom at the floor
     (a model's rare misclassified samples): a small D_Q often holds none of them, its
     variance is then near zero and Welch's t-test turns that into a small p-value (on

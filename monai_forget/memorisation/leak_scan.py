@@ -45,7 +45,7 @@ from monai_forget.memorisation.passes import (
     predict_probs,
     text_divergences,
 )
-from monai_forget.memorisation.reference_scan import MIN_REFERENCES, relative_to_references
+from monai_forget.memorisation.reference_scan import check_reference_count, relative_to_references
 from monai_forget.memorisation.roster import Roster, check_names, read_roster
 from monai_forget.memorisation.significance import PAPER_TEST, TESTS, one_tailed_test
 from monai_forget.results import Result, package_versions
@@ -298,8 +298,7 @@ def leak_scan(
     n_decoys = default_decoys(len(names), alpha, correction) if decoys is None else int(decoys)
     if n_decoys < 1:
         raise ValueError(f"decoys must be at least 1, got {decoys}")
-    if 0 < len(references) < MIN_REFERENCES:
-        raise ValueError(f"pass at least {MIN_REFERENCES} reference models, or none")
+    check_reference_count(len(references))
     decoy_seed = fresh_seed() if decoy_seed is None else int(decoy_seed)
     if training_data is not None:
         warn_if_in_distribution(images, training_data)

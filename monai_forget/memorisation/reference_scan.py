@@ -17,10 +17,19 @@ import numpy as np
 
 from monai_forget.memorisation.decoys import decoy_template
 
-__all__ = ["MIN_REFERENCES", "in_decoy_units", "relative_to_references"]
+__all__ = ["MIN_REFERENCES", "check_reference_count", "in_decoy_units", "relative_to_references"]
 
 #: Fewest reference models a scan takes: their spread per text sets the scale.
 MIN_REFERENCES = 2
+
+
+def check_reference_count(n: int) -> None:
+    """Refuse too few reference models (none is fine: the scan then uses decoys only)."""
+    if 0 < n < MIN_REFERENCES:
+        raise ValueError(
+            f"{n} reference model(s) given: a scan against reference models needs at least "
+            f"{MIN_REFERENCES} reference models (their spread sets the scale); pass more, or none"
+        )
 
 
 def in_decoy_units(m: np.ndarray, texts: Sequence[str], n_names: int) -> np.ndarray:
@@ -32,7 +41,7 @@ def in_decoy_units(m: np.ndarray, texts: Sequence[str], n_names: int) -> np.ndar
     for kind in np.unique(kinds):
         mine = kinds == kind
         decoys = m[n_names:][mine[n_names:]]
-        spread = decoys.std() if decoys.size > 1 and decoys.std() > 0 else 1.0
+        spread = decoys.std() or 1.0  # one decoy, or all alike: leave the scale as is
         out[mine] = (m[mine] - decoys.mean()) / spread
     return out
 
@@ -59,12 +68,8 @@ def relative_to_references(
     Returns:
         ``(statistic, references' mean)``, one value per text.
     """
+    check_reference_count(len(reference_m))
     units = np.stack([in_decoy_units(r, texts, n_names) for r in reference_m])
-    if units.shape[0] < MIN_REFERENCES:
-        raise ValueError(
-            f"{units.shape[0]} reference model(s): a scan against reference models needs at "
-            f"least {MIN_REFERENCES} (their spread sets the scale); pass more, or none"
-        )
     mean = units.mean(axis=0)
     spread = units.std(axis=0, ddof=1)
     pooled = float(np.sqrt(np.mean(spread**2)))
