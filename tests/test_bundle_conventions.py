@@ -1,5 +1,5 @@
 """The bundles follow the MONAI model-zoo conventions (issue 16, items 12-14); offline
-checks on small inputs. The bounded end-to-end runs are in tests/test_bundles.py."""
+checks on small inputs. The bounded end-to-end runs are in tests/bundle_runs.py."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from bundle_runs import BUNDLES, dicom_radiograph
 from ignite.engine import Engine
 from PIL import Image
-from test_bundles import BUNDLES, dicom_radiograph
 
 from monai_forget.data import LabelledImages
 from monai_forget.handlers import PredictionWriter

@@ -5,7 +5,7 @@ bundles/README.md, bundles/*/docs/README.md and data_prep/README.md
 (:mod:`commands`). Each is run through a real shell (the ``monai-forget`` console script,
 ``python -m monai.bundle``, ``torchrun``) on small inputs: digits, pydicom's test files,
 synthetic copies of dataset layouts this project has no data for, and the real data
-under ``MONAI_FORGET_DATA``. The bundles' commands run in tests/test_bundles.py, in one
+under ``MONAI_FORGET_DATA``. The bundles' commands run in tests/bundle_runs.py, in one
 bounded scenario per bundle (the segmentation bundle's, with the patient-level
 diagnosis, in tests/test_segmentation_bundle.py);
 :func:`test_every_documented_command_is_run` checks that together the tests run every
@@ -117,7 +117,7 @@ CLI_COMMANDS = (
 
 
 def test_every_documented_command_is_run() -> None:
-    from test_bundles import BUNDLES, bundle_commands
+    from bundle_runs import BUNDLES, bundle_commands
     from test_segmentation_bundle import DOC, segmentation_commands
 
     documented = documented_commands()

@@ -47,7 +47,8 @@ def test_pytest_without_nvflare_leaves_out_the_fl_tests(tmp_path: Path) -> None:
         if "fl" in p.name or "unlearning" in p.name or "documented" in p.name
     )
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-m", "not fl", "--collect-only", "-q", *modules],
+        [sys.executable, "-m", "pytest", "-n", "0", "-m", "not fl", "--collect-only", "-q",
+         *modules],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -55,7 +56,7 @@ def test_pytest_without_nvflare_leaves_out_the_fl_tests(tmp_path: Path) -> None:
     assert "test_federated_commands" not in result.stdout  # marked fl: deselected
     assert "test_documented_commands.py::test_every_documented_command_is_run" in result.stdout
     marked = subprocess.run(
-        [sys.executable, "-m", "pytest", "-m", "fl", "--collect-only", "-q",
+        [sys.executable, "-m", "pytest", "-n", "0", "-m", "fl", "--collect-only", "-q",
          "tests/test_documented_commands.py"],
         cwd=REPO, env=environment(), capture_output=True, text=True, timeout=600,
     )  # fmt: skip

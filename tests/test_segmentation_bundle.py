@@ -23,8 +23,8 @@ import nibabel as nib
 import numpy as np
 import pytest
 import torch
+from bundle_runs import IGNORED, _options
 from commands import REPO, check, commands_in, environment, run_line
-from test_bundles import IGNORED, _options
 
 SEGMENTATION = REPO / "bundles" / "acdc_segmentation"
 PATHOLOGY = REPO / "bundles" / "acdc_pathology_classification"
