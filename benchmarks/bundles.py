@@ -117,13 +117,18 @@ def step(name: str, output: Path, fn: Callable[[], object]) -> None:
     TIMES[name] = time.perf_counter() - start
 
 
-def run_bundle(bundle: str, profile: str, data: Path, work: Path) -> dict:
+def run_bundle(
+    bundle: str, profile: str, data: Path, work: Path, n_references: int | None = None
+) -> dict:
     """Run the README's commands for one bundle in ``work``; returns the outputs read back."""
     from monai.bundle import run
 
     from monai_forget.cli import main as cli
 
     settings = PROFILES[profile][bundle]
+    if n_references is not None:
+        audit = {**settings.get("audit", {}), "n_references": n_references}
+        settings = {**settings, "audit": audit}
     configs = BUNDLES[bundle] / "configs"
     provider = PROVIDER[bundle]
     datalist = work / "data" / DATALIST[bundle]
@@ -325,6 +330,11 @@ def main() -> None:
     parser.add_argument("--profile", choices=tuple(PROFILES), default="cpu")
     parser.add_argument("--workdir", type=Path, help="default: a folder per bundle in .")
     parser.add_argument("--out", type=Path, help="also write the markdown here (atomic)")
+    parser.add_argument(
+        "--n-references",
+        type=int,
+        help="reference models of the reference-model audit (default: the bundle's, 8)",
+    )
     args = parser.parse_args()
 
     from monai_forget.data import data_root
@@ -344,7 +354,7 @@ def main() -> None:
         if len(bundles) > 1 and args.workdir:
             work = args.workdir / bundle
         work.mkdir(parents=True, exist_ok=True)
-        out = run_bundle(bundle, args.profile, data, work)
+        out = run_bundle(bundle, args.profile, data, work, args.n_references)
         gates = {case: gate_passes(bundle, work, out, case) for case in ("a", "b")}
         report(bundle, args.profile, out, gates)
     say("\n### Wall time of the steps run now (skipped steps are not listed)\n")

@@ -28,6 +28,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if workers > 1:
         import torch
 
-        threads = max(1, (os.cpu_count() or 1) // workers)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        threads = max(1, (cores or 1) // workers)
         os.environ["OMP_NUM_THREADS"] = str(threads)
         torch.set_num_threads(threads)
