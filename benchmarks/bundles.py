@@ -11,7 +11,7 @@ bundle folder (``data/``, ``models/``, ``eval/``, ``audit/``, ``cache/``):
 4. audit the provider for (a) and (b) (``audit.json``: the reference-model auditor, the
    bundles' default, and the papers' K-S and EMA on shadow models);
 5. evaluate each model over the provider's training data with the audit handlers
-   (``evaluate.json --audit True``) and with the compliance gate.
+   (``train.json`` + ``evaluate.json --audit True``) and with the compliance gate.
 
 Steps whose outputs already exist are skipped, so an interrupted run resumes and a
 bundle folder that already holds trained models is reused. It prints (markdown)
@@ -148,6 +148,8 @@ def run_bundle(
     def config(name: str) -> str:
         return str(configs / f"{name}.json")
 
+    evaluate_configs = [config("train"), config("evaluate")]  # an overlay of train.json
+
     def prepare() -> None:
         if cli(["prepare", *PREPARE[bundle](data, work), "--seed", "0"]) != 0:
             raise RuntimeError(f"monai-forget prepare failed for {bundle}")
@@ -157,7 +159,12 @@ def run_bundle(
         f"{bundle}: train (a)",
         ckpt["a"],
         lambda: run(
-            config_file=config("train"), ckpt_file=str(ckpt["a"]), **common, **subset, **design
+            config_file=config("train"),
+            ckpt_file=str(ckpt["a"]),
+            log_dir=str(work / "logs" / ckpt["a"].stem),  # not into the repository's bundle
+            **common,
+            **subset,
+            **design,
         ),
     )
     step(
@@ -166,6 +173,7 @@ def run_bundle(
         lambda: run(
             config_file=config("train"),
             ckpt_file=str(ckpt["b"]),
+            log_dir=str(work / "logs" / ckpt["b"].stem),
             exclude_sites=[provider],
             **common,
             **subset,
@@ -179,7 +187,7 @@ def run_bundle(
             f"{bundle}: evaluate ({case}) on test",
             work / "eval" / f"test{tag}" / "metrics.json",
             lambda case=case, tag=tag: run(
-                config_file=config("evaluate"),
+                config_file=evaluate_configs,
                 ckpt_file=str(ckpt[case]),
                 output_dir=str(work / "eval" / f"test{tag}"),
                 **common,
@@ -205,7 +213,7 @@ def run_bundle(
             f"{bundle}: evaluate ({case}) on D_Q with the audit handlers",
             work / "eval" / f"training_{provider}{retrained[case]}" / "metrics.json",
             lambda case=case: run(
-                config_file=config("evaluate"),
+                config_file=evaluate_configs,
                 ckpt_file=str(ckpt[case]),
                 section="training",
                 provider=provider,
@@ -249,7 +257,8 @@ def gate_passes(bundle: str, work: Path, out: dict, case: str) -> bool:
     audit = work / "audit" / f"{provider}{suffix}"
     try:
         run(
-            config_file=str(BUNDLES[bundle] / "configs" / "evaluate.json"),
+            config_file=[str(BUNDLES[bundle] / "configs" / f"{name}.json")
+                         for name in ("train", "evaluate")],
             ckpt_file=str(work / "models" / f"model{tag}.pt"),
             bundle_root=str(BUNDLES[bundle]), data_file=str(work / "data" / DATALIST[bundle]),
             section="training", provider=provider, audit=True, compliance_gate=True,

@@ -93,6 +93,29 @@ def test_medmnist_fixture_exports_exact_pngs(tmp_path):
     assert disjoint(patients_by_split(json.loads(output.read_text())))
 
 
+def test_medmnist_repeated_images_keep_the_held_out_copy(tmp_path, capsys):
+    npz = make_npz(tmp_path / "tiny.npz")
+    with np.load(npz) as data:
+        arrays = dict(data)
+    arrays["train_images"][4] = arrays["val_images"][1]  # a training image repeats val 1
+    arrays["train_images"][5] = arrays["train_images"][2]  # and one repeats another
+    np.savez(npz, **arrays)
+    assert medmnist.repeated_images(npz) == {"train_00004": "val_00001",
+                                             "train_00005": "train_00002"}  # fmt: skip
+    output = tmp_path / "dl.json"
+    assert run(["medmnist", str(npz), "--image-dir", str(tmp_path / "png"), "-o", str(output)]) == 0
+    assert "left out 2 images that repeat another" in capsys.readouterr().out
+    datalist = json.loads(output.read_text())
+    assert {e["patient"] for e in datalist["training"]} == {f"train_0000{i}" for i in range(4)}
+    assert [e["patient"] for e in datalist["validation"]] == ["val_00000", "val_00001"]
+    assert datalist["provenance"]["repeats_left_out"] == {"train_00004": "val_00001",
+                                                          "train_00005": "train_00002"}  # fmt: skip
+    kept = tmp_path / "all.json"
+    argv = ["medmnist", str(npz), "--image-dir", str(tmp_path / "png"), "-o", str(kept)]
+    assert run([*argv, "--keep-repeats", "--overwrite"]) == 0
+    assert len(json.loads(kept.read_text())["training"]) == 6
+
+
 def test_medmnist_bad_files(tmp_path):
     bad = tmp_path / "multi.npz"
     np.savez(bad, train_images=np.zeros((2, 28, 28), np.uint8), train_labels=np.zeros((2, 14)))
@@ -104,7 +127,9 @@ def test_medmnist_bad_files(tmp_path):
     np.savez(bad, train_images=np.zeros((2, 28, 28), np.uint8), train_labels=np.array([[0], [2]]))
     with pytest.raises(ValueError, match="value 2 but only 2 label names"):
         medmnist.collect(bad, tmp_path / "png")
-    assert len(medmnist.collect(bad, tmp_path / "png", ("a", "b", "c"))) == 2
+    # (two blank images: one is a repeat of the other unless repeats are kept)
+    assert len(medmnist.collect(bad, tmp_path / "png", ("a", "b", "c"), keep_repeats=True)) == 2
+    assert len(medmnist.collect(bad, tmp_path / "png", ("a", "b", "c"))) == 1
 
 
 @pytest.fixture(scope="module")
@@ -121,11 +146,18 @@ def pneumonia_datalist(shared_data, tmp_path_factory):
 def test_medmnist_real_pneumoniamnist(pneumonia_datalist):
     npz, output = pneumonia_datalist
     datalist = json.loads(output.read_text())
-    assert [len(datalist[k]) for k in SPLITS] == [4708, 524, 624]
+    # 4708 / 524 / 624 images, less 29 repeats (26 train, 3 test copies; numpy's
+    # np.unique over the test, val, train rows gives the same kept set).
+    assert [len(datalist[k]) for k in SPLITS] == [4682, 524, 621]
     groups = {k: Counter(e["group"] for e in datalist[k]) for k in SPLITS}
-    assert groups["training"] == {"normal": 1214, "pneumonia": 3494}
+    assert groups["training"] == {"normal": 1213, "pneumonia": 3469}
     assert groups["validation"] == {"normal": 135, "pneumonia": 389}
-    assert groups["test"] == {"normal": 234, "pneumonia": 390}
+    assert groups["test"] == {"normal": 234, "pneumonia": 387}
+    with np.load(npz) as data:
+        rows = [data[f"{e['source_split']}_images"][e["index"]].tobytes()
+                for k in SPLITS for e in datalist[k]]  # fmt: skip
+    assert len(set(rows)) == len(rows)  # no image twice, in any split or provider
+    assert len(datalist["provenance"]["repeats_left_out"]) == 29
     sites = Counter(e["site"] for k in SPLITS for e in datalist[k])
     assert len(sites) == 5 and max(sites.values()) - min(sites.values()) <= 1
     test = load_decathlon_datalist(output, data_list_key="test")

@@ -55,7 +55,9 @@ def display_values(dataset: Any, levels: int = 256) -> np.ndarray:
 
 class DisplayDicomReader(PydicomReader):
     """MONAI's ``PydicomReader`` returning :func:`display_values` (0..255) of each file,
-    for ``LoadImaged(reader=["PILReader", DisplayDicomReader()])``."""
+    for ``LoadImaged(reader=[DisplayDicomReader(), "PILReader"])``. ``LoadImage`` tries the
+    last reader first: PNGs, the common case, are then read without a failed DICOM
+    attempt logged for each file."""
 
     def _get_array_data(self, img: Any, filename: Any) -> np.ndarray:
         try:

@@ -187,7 +187,13 @@ def _medmnist(args: argparse.Namespace) -> int:
     check_writable(args.output, args.overwrite)
     medmnist.check_image_dir(args.image_dir, args.overwrite)
     names = _names(args.label_names) or medmnist.PNEUMONIA_LABELS
-    samples = medmnist.collect(args.npz, args.image_dir, names)
+    samples = medmnist.collect(args.npz, args.image_dir, names, args.keep_repeats)
+    repeats = {} if args.keep_repeats else medmnist.repeated_images(args.npz)
+    if repeats:
+        print(
+            f"left out {len(repeats)} images that repeat another image pixel for pixel "
+            "(kept the held-out copy; --keep-repeats keeps them)"
+        )
     return _finish(
         args,
         samples,
@@ -198,6 +204,7 @@ def _medmnist(args: argparse.Namespace) -> int:
             "source": str(Path(args.npz).resolve()),
             "image_dir": str(Path(args.image_dir).resolve()),
             "patients": "none recorded by MedMNIST: one patient per image",
+            "repeats_left_out": repeats,
         },
         before_write=lambda: print(
             f"exported {medmnist.export_pngs(args.npz, args.image_dir, args.overwrite)} "
@@ -295,6 +302,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("npz", type=Path, help="the .npz file")
     p.add_argument("--image-dir", required=True, type=Path, help="folder for the exported PNGs")
     p.add_argument("--label-names", help="class names by index (default normal,pneumonia)")
+    p.add_argument(
+        "--keep-repeats",
+        action="store_true",
+        help="keep every copy of an image that repeats another pixel for pixel (default: "
+        "one copy, the held-out one)",
+    )
     _common(p, "source", "source")
     p.set_defaults(func=_medmnist)
 

@@ -8,11 +8,18 @@ the npz itself is only read.
 
 MedMNIST carries no patient ids, so each image is its own "patient" (``<split>_<index>``)
 and a patient-level split is an image-level split.
+
+Some images repeat pixel for pixel (PneumoniaMNIST: 29 repeats of 27 images, 8 of them
+across the train and val splits). A repeat defeats a withdrawal audit (the withdrawn
+provider's image stays in the calibration set, or in another provider's data), so the
+datalist keeps one copy of each image: the held-out one (test, then val, then train;
+the first index within a split). The PNGs of every image are still exported.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import tempfile
@@ -73,10 +80,42 @@ def load_arrays(npz: str | Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return arrays
 
 
+#: Which copy of a repeated image the datalist keeps: held-out splits first, so that the
+#: evaluation sets stay whole.
+KEEP_ORDER = ("test", "val", "train")
+
+
+def repeated_images(npz: str | Path) -> dict[str, str]:
+    """``{patient id dropped: patient id kept}`` for every image whose pixels repeat
+    another's (the kept copy chosen by :data:`KEEP_ORDER`, then the smaller index)."""
+    arrays = load_arrays(npz)
+    kept: dict[bytes, str] = {}
+    dropped: dict[str, str] = {}
+    for split in sorted(arrays, key=KEEP_ORDER.index):
+        for index, pixels in enumerate(arrays[split][0]):
+            digest = hashlib.sha256(np.ascontiguousarray(pixels).tobytes()).digest()
+            patient = f"{split}_{index:05d}"
+            if digest in kept:
+                dropped[patient] = kept[digest]
+            else:
+                kept[digest] = patient
+    return dropped
+
+
 def collect(
-    npz: str | Path, image_dir: str | Path, label_names: Sequence[str] = PNEUMONIA_LABELS
+    npz: str | Path,
+    image_dir: str | Path,
+    label_names: Sequence[str] = PNEUMONIA_LABELS,
+    keep_repeats: bool = False,
 ) -> list[dict[str, Any]]:
     """One sample per image; ``image`` points at the PNG :func:`export_pngs` writes.
+
+    Args:
+        npz: the MedMNIST file.
+        image_dir: where the PNGs are (or will be) exported.
+        label_names: class names by label index.
+        keep_repeats: keep every copy of a repeated image (default: one copy, see
+            :func:`repeated_images`).
 
     Returns:
         Samples with ``image``, ``label``, ``patient``, ``group`` (class name),
@@ -86,6 +125,7 @@ def collect(
         ValueError: a label outside ``0..len(label_names)-1``.
     """
     image_dir = Path(image_dir)
+    dropped = {} if keep_repeats else repeated_images(npz)
     samples = []
     for split, (_, labels) in load_arrays(npz).items():
         bad = labels[(labels < 0) | (labels >= len(label_names))]
@@ -95,6 +135,8 @@ def collect(
                 f"label names {list(label_names)} were given; pass --label-names"
             )
         for index, label in enumerate(labels.tolist()):
+            if f"{split}_{index:05d}" in dropped:
+                continue
             samples.append(
                 {
                     "image": image_dir / image_name(split, index),
