@@ -37,9 +37,14 @@ from monai_forget.io import make_public
 PNEUMONIA_LABELS = ("normal", "pneumonia")
 
 
+def patient_id(split: str, index: int) -> str:
+    """The "patient" of one image (MedMNIST has no patient ids), e.g. ``train_00042``."""
+    return f"{split}_{index:05d}"
+
+
 def image_name(split: str, index: int) -> str:
     """File name of an exported image, e.g. ``train_00042.png``."""
-    return f"{split}_{index:05d}.png"
+    return f"{patient_id(split, index)}.png"
 
 
 def load_arrays(npz: str | Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -85,16 +90,17 @@ def load_arrays(npz: str | Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 KEEP_ORDER = ("test", "val", "train")
 
 
-def repeated_images(npz: str | Path) -> dict[str, str]:
+def repeated_images(npz: str | Path | dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, str]:
     """``{patient id dropped: patient id kept}`` for every image whose pixels repeat
-    another's (the kept copy chosen by :data:`KEEP_ORDER`, then the smaller index)."""
-    arrays = load_arrays(npz)
+    another's (the kept copy chosen by :data:`KEEP_ORDER`, then the smaller index).
+    ``npz``: the file, or its arrays as :func:`load_arrays` returns them."""
+    arrays = npz if isinstance(npz, dict) else load_arrays(npz)
     kept: dict[bytes, str] = {}
     dropped: dict[str, str] = {}
     for split in sorted(arrays, key=KEEP_ORDER.index):
         for index, pixels in enumerate(arrays[split][0]):
             digest = hashlib.sha256(np.ascontiguousarray(pixels).tobytes()).digest()
-            patient = f"{split}_{index:05d}"
+            patient = patient_id(split, index)
             if digest in kept:
                 dropped[patient] = kept[digest]
             else:
@@ -125,9 +131,10 @@ def collect(
         ValueError: a label outside ``0..len(label_names)-1``.
     """
     image_dir = Path(image_dir)
-    dropped = {} if keep_repeats else repeated_images(npz)
+    arrays = load_arrays(npz)
+    dropped = {} if keep_repeats else repeated_images(arrays)
     samples = []
-    for split, (_, labels) in load_arrays(npz).items():
+    for split, (_, labels) in arrays.items():
         bad = labels[(labels < 0) | (labels >= len(label_names))]
         if bad.size:
             raise ValueError(
@@ -135,13 +142,13 @@ def collect(
                 f"label names {list(label_names)} were given; pass --label-names"
             )
         for index, label in enumerate(labels.tolist()):
-            if f"{split}_{index:05d}" in dropped:
+            if patient_id(split, index) in dropped:
                 continue
             samples.append(
                 {
                     "image": image_dir / image_name(split, index),
                     "label": label,
-                    "patient": f"{split}_{index:05d}",
+                    "patient": patient_id(split, index),
                     "group": label_names[label],
                     "source_split": split,
                     "index": index,
