@@ -738,6 +738,18 @@ def _log(message: str) -> None:
 # --------------------------------------------------------------------------------------
 
 
+def start_run(threads: int) -> Path | None:
+    """Quiet warnings and set torch's threads; the real data's folder, or None (said on
+    stderr) when it is absent."""
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(threads)
+    root = data_root()
+    if not root.is_dir():
+        _log(f"real data not found at {root}; set MONAI_FORGET_DATA to the shared data folder")
+        return None
+    return root
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="a reduced grid (every factor)")
@@ -754,11 +766,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    warnings.filterwarnings("ignore")
-    torch.set_num_threads(args.threads)
-    root = data_root()
-    if not root.is_dir():
-        _log(f"real data not found at {root}; set MONAI_FORGET_DATA to the shared data folder")
+    root = start_run(args.threads)
+    if root is None:
         return 2
     start = time.perf_counter()
     load_start = os.getloadavg()[0]

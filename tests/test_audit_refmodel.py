@@ -142,6 +142,21 @@ def test_remembered_fraction_recovers_a_mixture() -> None:
         assert low <= pi <= high and abs(estimate - pi) < 0.12, (pi, estimate, low, high)
 
 
+def test_remembered_fraction_is_unbounded_when_members_do_not_stand_out() -> None:
+    """Known members scoring like non-members leave the ratio's denominator at 0: no share
+    of D_Q can be excluded (Fieller), so the interval is the whole line, not the finite
+    percentile interval of a ratio of noise; a clear lead keeps it finite."""
+    rng = np.random.default_rng(8)
+    query = rng.normal(0, 1, 200)
+    for shift, bounded in ((0.0, False), (0.02, False), (1.0, True)):
+        calibration = _calibration(rng, shift, n=300)
+        estimate, low, high = remembered_fraction(query, calibration, n_boot=400, seed=3)
+        assert np.isfinite(estimate)
+        assert (np.isfinite(low) and np.isfinite(high)) == bounded, (shift, low, high)
+        if not bounded:
+            assert (low, high) == (-np.inf, np.inf)
+
+
 def _test(p: float, power: float, member_effect_low: float = 0.1) -> SetTest:
     return SetTest(p, 0.0, 0.0, 0.0, member_effect_low, power, 0.0)
 

@@ -310,6 +310,13 @@ def remembered_fraction(
     estimate in the spirit of DUCI. The interval resamples the three sets independently
     (percentile bootstrap). ``nan`` when members and non-members do not differ.
 
+    A ratio's confidence set is bounded only when its denominator is significantly
+    non-zero (Fieller 1954): when the bootstrap puts the members' lead over the
+    non-members, ``mean_M - mean_N``, at or below 0 in more than ``(1 - level) / 2`` of
+    the resamples, the interval is ``(-inf, inf)``: the known members are not measurably
+    member-like, so no share of D_Q can be excluded (a percentile interval of the ratio
+    would be finite there, and meaningless).
+
     Returns:
         ``(estimate, low, high)``, not clipped (values outside [0, 1] are sampling noise
         around the ends).
@@ -328,6 +335,8 @@ def remembered_fraction(
     boot = boot[np.isfinite(boot)]
     if not np.isfinite(estimate) or boot.size == 0:
         return float("nan"), float("nan"), float("nan")
+    if np.mean(means[1] - means[2] <= 0) > (1 - level) / 2:
+        return estimate, -math.inf, math.inf
     tail = 100 * (1 - level) / 2
     low, high = np.percentile(boot, [tail, 100 - tail])
     return estimate, float(low), float(high)
