@@ -24,7 +24,8 @@ from monai_forget.audit.refmodel import (
     remembered_fraction,
     set_test,
 )
-from monai_forget.data import DataOverlapError, load_digits
+from monai_forget.audit.refmodel_auditor import _split_roles
+from monai_forget.data import DataOverlapError, LabelledImages, load_digits
 
 
 def test_logit_confidence_equals_the_logit_formula() -> None:
@@ -205,3 +206,38 @@ def test_shift_check_makes_a_mismatched_comparison_inconclusive() -> None:
     remembered = _test(0.001, 0.99)  # what the set test alone would say
     assert refmodel_decision(remembered, 0.05, 0.95) == NOT_FORGOTTEN
     assert refmodel_decision(remembered, 0.05, 0.95, shifted) == INCONCLUSIVE
+
+
+def _slices(patients: range, slices: int, offset: float) -> LabelledImages:
+    """``slices`` distinct images per patient, labelled by patient parity, with
+    ACDC-like ids (``.../patientNNN_frame01_slice_K.h5#slice=K``)."""
+    n = len(patients) * slices
+    images = (np.arange(n, dtype=np.float32)[:, None, None, None] + offset) * np.ones((1, 1, 2, 2))
+    ids = [
+        f"/d/patient{p:03d}_frame01_slice_{k}.h5#slice={k}" for p in patients for k in range(slices)
+    ]
+    labels = [p % 2 for p in patients for _ in range(slices)]
+    return LabelledImages(images, np.array(labels), tuple(ids), 2)
+
+
+def test_known_sets_are_halved_by_patient_with_a_group_pattern() -> None:
+    """A patient's slices all go to the reference models' half or all to the scored half
+    (a reference model that saw some slices of a patient knows its others); without the
+    pattern, slices are halved one by one and patients straddle the halves."""
+    members, nonmembers = _slices(range(0, 12), 5, 0.0), _slices(range(12, 24), 5, 1000.0)
+
+    def patients(data: LabelledImages) -> set[str]:
+        return {i.split("/")[-1][:10] for i in data.ids}
+
+    for seed in range(5):
+        pool, m_scored, n_scored = _split_roles(members, nonmembers, seed, r"patient\d+")
+        assert not patients(pool) & (patients(m_scored) | patients(n_scored))
+        assert len(patients(m_scored)) == len(patients(n_scored)) == 6
+        # stratified: both labels among the scored members
+        assert set(m_scored.labels) == {0, 1}
+    pool, m_scored, _ = _split_roles(members, nonmembers, 0)
+    assert patients(pool) & patients(m_scored)
+    with pytest.raises(ValueError, match="needs sample ids"):
+        _split_roles(LabelledImages(members.images, members.labels), nonmembers, 0, "patient")
+    with pytest.raises(ValueError, match="at least two"):
+        _split_roles(members, nonmembers, 0, r"frame01")

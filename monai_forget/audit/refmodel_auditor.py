@@ -11,10 +11,13 @@ reused for any query set.
 
 from __future__ import annotations
 
+import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from sklearn.model_selection import StratifiedGroupKFold
 from torch import nn
 
 from monai_forget.audit.auditors import ShadowAuditor, check_set_size
@@ -28,13 +31,46 @@ __all__ = ["ReferenceModelAuditor"]
 MIN_REFERENCES = 2
 
 
+def sample_groups(data: LabelledImages, pattern: str, name: str) -> np.ndarray:
+    """Each sample's group: the first match of ``pattern`` in its id (the whole id when
+    nothing matches, so an unmatched sample is a group of its own)."""
+    if data.ids is None:
+        raise ValueError(
+            f"group_pattern={pattern!r} needs sample ids, and {name} has none: load it with "
+            "its ids (file paths or datalist entries), or leave group_pattern unset"
+        )
+    regex = re.compile(pattern)
+    return np.array([m.group(0) if (m := regex.search(i)) else i for i in data.ids])
+
+
+def _halves(
+    data: LabelledImages, seed: int, pattern: str | None, name: str
+) -> tuple[LabelledImages, LabelledImages]:
+    """(reference-model half, scored half) of a known set, by sample or by group."""
+    if pattern is None:
+        return data.split(0.5, seed=seed)
+    groups = sample_groups(data, pattern, name)
+    if len(set(groups)) < 2:
+        raise ValueError(
+            f"{name} holds {len(set(groups))} group(s) matching {pattern!r}; splitting it "
+            "between the reference models and the scored half needs at least two"
+        )
+    folds = StratifiedGroupKFold(n_splits=2, shuffle=True, random_state=seed)
+    with warnings.catch_warnings():  # a class with one group cannot be stratified: fine
+        warnings.simplefilter("ignore", UserWarning)
+        pool, scored = next(folds.split(np.zeros(len(data)), data.labels, groups))
+    return data.subset(np.sort(pool)), data.subset(np.sort(scored))
+
+
 def _split_roles(
-    members: LabelledImages, nonmembers: LabelledImages, seed: int
+    members: LabelledImages, nonmembers: LabelledImages, seed: int, pattern: str | None = None
 ) -> tuple[LabelledImages, LabelledImages, LabelledImages]:
     """(pool, scored members, scored non-members): half of each known set trains the
-    reference models, the other half is scored, so no scored sample was trained on."""
-    m_pool, m_scored = members.split(0.5, seed=seed)
-    n_pool, n_scored = nonmembers.split(0.5, seed=seed)
+    reference models, the other half is scored, so no scored sample was trained on. With
+    ``pattern``, whole groups (patients) go to one half: a reference model that trained
+    on some slices of a patient would know that patient's other slices."""
+    m_pool, m_scored = _halves(members, seed, pattern, "the known members")
+    n_pool, n_scored = _halves(nonmembers, seed, pattern, "the known non-members")
     return concat(m_pool, n_pool), m_scored, n_scored
 
 
@@ -85,6 +121,11 @@ class ReferenceModelAuditor(ShadowAuditor):
             available core; see :meth:`~monai_forget.shadow.ShadowTrainer.train_many`).
             Reference model k is :func:`~monai_forget.shadow.reference_subset` job k, so
             ``monai-forget shadow train`` can train them into a shared cache elsewhere.
+        group_pattern: a regular expression whose first match in a sample's id names its
+            group, e.g. ``patient\\d+`` for slices of one patient. The known sets are then
+            halved by group (stratified by label, scikit-learn's ``StratifiedGroupKFold``),
+            so no patient has samples both in the reference models' training data and
+            among the scored ones. ``None``: halved by sample (one sample per patient).
 
     Attributes:
         reference_: what the last ``fit_reference``/``audit`` learned.
@@ -98,6 +139,7 @@ class ReferenceModelAuditor(ShadowAuditor):
     min_power: float = 0.95
     n_boot: int = 1000
     workers: int | None = None
+    group_pattern: str | None = None
     roles_: dict[str, LabelledImages] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -143,7 +185,9 @@ class ReferenceModelAuditor(ShadowAuditor):
             )
         members, nonmembers = calibration
         if population is None:
-            population, members, nonmembers = _split_roles(members, nonmembers, self.seed)
+            population, members, nonmembers = _split_roles(
+                members, nonmembers, self.seed, self.group_pattern
+            )
         _check_roles(query, members, nonmembers, population)
         return {"query": query, "members": members, "nonmembers": nonmembers}, population
 
@@ -205,6 +249,7 @@ class ReferenceModelAuditor(ShadowAuditor):
             phi, label=label, target_accuracy=accuracy, seed=self.seed, n_boot=self.n_boot
         )
         result.sizes["population"] = len(population)
+        result.details["group_pattern"] = self.group_pattern
         result.provenance = self._provenance(
             {"target": target},
             {**roles, "population": population},

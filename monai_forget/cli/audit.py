@@ -85,6 +85,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     ref.add_argument("--population-split", help="split of a MedMNIST-layout .npz")
     ref.add_argument(
+        "--group-pattern",
+        metavar="REGEX",
+        help="halve --members and --nonmembers by group, the first match of REGEX in each "
+        "sample's id (e.g. 'patient\\d+' for slices of one patient), so no patient is both "
+        "trained on by the reference models and scored (default: halved by sample)",
+    )
+    ref.add_argument(
         "--references",
         type=int,
         default=defaults.REFMODEL_REFERENCES,
@@ -166,6 +173,7 @@ def _auditor(args: argparse.Namespace, options: dict):
             alpha=args.alpha,
             min_power=args.min_power,
             workers=args.workers,
+            group_pattern=args.group_pattern,
         )
     if args.method == "ks":
         return KSAuditor(**options)
