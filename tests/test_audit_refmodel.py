@@ -241,3 +241,5 @@ def test_known_sets_are_halved_by_patient_with_a_group_pattern() -> None:
         _split_roles(LabelledImages(members.images, members.labels), nonmembers, 0, "patient")
     with pytest.raises(ValueError, match="at least two"):
         _split_roles(members, nonmembers, 0, r"frame01")
+    with pytest.raises(ValueError, match="not a regular expression"):
+        ReferenceModelAuditor(group_pattern="patient(")

@@ -140,3 +140,18 @@ def test_reference_audit_three_way_exit_code_json_and_trail(files, tmp_path, cap
     assert len(trail["model_sha256"]) == 64
     assert main(args("A", tmp_path / "a")) == 2  # D_Q is among the known members
     assert "share samples" in capsys.readouterr().err
+
+
+def test_reference_audit_refuses_a_bad_group_pattern(files, tmp_path, capsys):
+    args = _args(files, "ks", "B", tmp_path / "g", "--group-pattern", "patient(")
+    args[1] = "reference"
+    i = args.index("--calibration")
+    args[i : i + 2] = [
+        "--members",
+        str(files / "A.npz"),
+        "--nonmembers",
+        str(files / "calibration.npz"),
+    ]
+    assert main(args) == 2
+    assert "not a regular expression" in capsys.readouterr().err
+    assert not (tmp_path / "g" / "result.json").exists()

@@ -152,6 +152,14 @@ class ReferenceModelAuditor(ShadowAuditor):
             raise ValueError(f"reference_fraction must be in (0, 1), got {self.reference_fraction}")
         if not 0.0 < self.alpha < 1.0 or not 0.5 <= self.min_power < 1.0:
             raise ValueError("alpha must be in (0, 1) and min_power in [0.5, 1)")
+        if self.group_pattern is not None:
+            try:
+                re.compile(self.group_pattern)
+            except re.error as err:
+                raise ValueError(
+                    f"group_pattern {self.group_pattern!r} is not a regular expression ({err}); "
+                    r"e.g. 'patient\d+' groups the slices of each patient"
+                ) from err
 
     def reference_sets(self, population: LabelledImages) -> tuple[list[LabelledImages], list[int]]:
         """The training sets and seeds of the reference models (job k: seed + k)."""
