@@ -64,6 +64,10 @@ class WithdrawalAudit:
         scenario: a free-text name of the audited model (e.g. "trained with provider").
         overwrite: replace existing outputs.
         title: the report title.
+        papers_calibration: D_C of K-S and EMA when it is not the union of
+            ``calibration``: held-out data of another collection can calibrate the papers'
+            auditors as they define it, but cannot stand for non-members of D_Q's
+            distribution in the reference-model audit.
     """
 
     def __init__(
@@ -77,6 +81,7 @@ class WithdrawalAudit:
         scenario: str = "",
         overwrite: bool = False,
         title: str = "Withdrawal audit",
+        papers_calibration: LabelledImages | None = None,
     ) -> None:
         if not auditors:
             raise ValueError("WithdrawalAudit needs at least one auditor")
@@ -89,6 +94,7 @@ class WithdrawalAudit:
         self.scenario = scenario
         self.overwrite = bool(overwrite)
         self.title = title
+        self.papers_calibration = papers_calibration
         self.results: list[AuditResult] = []
         self.reference: AuditReference | None = None
 
@@ -122,6 +128,8 @@ class WithdrawalAudit:
         results: dict[str, AuditResult] = {}
         pair = self.calibration if isinstance(self.calibration, tuple) else None
         whole = pair[0].concat(pair[1]) if pair else self.calibration
+        if self.papers_calibration is not None:
+            whole = self.papers_calibration
         for method, auditor in zip(self._methods(), self.auditors, strict=True):
             calibration = pair if method == "refmodel" else whole
             results[method] = auditor.audit(self.target, self.query, calibration, label=label)
