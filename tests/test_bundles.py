@@ -101,6 +101,11 @@ def test_compliance_gate_on_the_reference_model_audit_by_default() -> None:
         gate.check({"p_member": 0.05, "p_member_power": 0.99})
     with pytest.raises(ComplianceError, match=r"power 0\.60 < 0\.95.*inconclusive"):
         gate.check({"p_member": 0.4, "p_member_power": 0.6})
+    # The audit's own decision counts: its data checks can withhold "forgotten".
+    decided = {"p_member": 0.4, "p_member_power": 0.99, "p_member_forgotten": 1.0}
+    assert gate.check(decided) == {"p_member": (0.4, True)}
+    with pytest.raises(ComplianceError, match=r"p_member = 0\.4 > 0\.05.*made no decision"):
+        gate.check({**decided, "p_member_forgotten": 0.0})
 
 
 def _engine_with_metrics(metrics: dict[str, float]) -> Engine:

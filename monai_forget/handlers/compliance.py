@@ -31,14 +31,17 @@ class ComplianceGate:
 
     - reference models (the default): p_member <= alpha is "not forgotten", and a test
       without the power to see remembering is "inconclusive": neither passes
-      (:func:`~monai_forget.audit.refmodel_decision`);
+      (:func:`~monai_forget.audit.refmodel_decision`); nor does an audit whose own
+      checks of its data withheld the decision (``<name>_forgotten`` = 0 from
+      :class:`~monai_forget.handlers.ReferenceModelAudit`);
     - rho_KS < 1 (Liu & Tsaftaris 2020, Sec. 3: rho_KS >= 1 means forgotten);
     - rho_EMA > alpha (Huang, Li & Li 2021: rho_EMA <= alpha means not memorised).
 
     Args:
         provider: name of the provider that must be forgotten (used in the message).
         refmodel_metric: name of the reference-model metric (its power is read from
-            ``<name>_power``), or ``None`` to ignore it.
+            ``<name>_power``, the audit's whole decision from ``<name>_forgotten`` when
+            present), or ``None`` to ignore it.
         ks_metric: name of the rho_KS metric, or ``None`` to ignore K-S.
         ema_metric: name of the rho_EMA metric, or ``None`` to ignore EMA.
         alpha: EMA significance level (the paper's 0.1 by default).
@@ -86,13 +89,30 @@ class ComplianceGate:
         if self.refmodel_metric is not None:
             power_name = f"{self.refmodel_metric}_power"
 
-            def refmodel(p: float) -> str:
+            decided_name = f"{self.refmodel_metric}_forgotten"
+
+            def by_p_and_power(p: float) -> str:
                 power = float(metrics.get(power_name, 0.0))
-                # Only p and power reach the gate; any outcome but forgotten fails it.
                 test = SetTest(p, 0.0, 0.0, 0.0, math.inf, power, 0.0)
                 return refmodel_decision(test, self.refmodel_alpha, self.min_power)
 
+            def refmodel(p: float) -> str:
+                # Forgotten needs both the gate's levels and the audit's whole decision
+                # (which also checks its data); any other outcome fails the gate.
+                decision = by_p_and_power(p)
+                if decision == FORGOTTEN and float(metrics.get(decided_name, 1.0)) < 1.0:
+                    return INCONCLUSIVE
+                return decision
+
             def why(p: float) -> str:
+                if by_p_and_power(p) == FORGOTTEN:
+                    return (
+                        f"> {self.refmodel_alpha:g} with enough power, but the audit made no "
+                        "decision: its checks of the data failed (D_Q, the known members and "
+                        "non-members look differently distributed to the reference models, or "
+                        "the known members are not member-like); see the audit's warnings "
+                        "(inconclusive)"
+                    )
                 if refmodel(p) == INCONCLUSIVE:
                     return (
                         f"> {self.refmodel_alpha:g} but the test's power "

@@ -19,6 +19,7 @@ from monai.handlers.utils import from_engine
 
 from monai_forget.audit.ema import EMAThresholds, TestName
 from monai_forget.audit.refmodel_reference import RefModelReference
+from monai_forget.audit.result import FORGOTTEN
 from monai_forget.metrics import (
     EMAPValueMetric,
     KSCalibratedRatioMetric,
@@ -147,8 +148,10 @@ class ReferenceModelAudit(_AuditHandler):
     The evaluator must run over D_Q, the known members and the known non-members (the
     audit set) and hand the images to the handler (the default output transform does);
     each sample is matched to its role by content. ``engine.state.metrics`` gets
-    ``<name>`` (p_member) and ``<name>_power``; ``handler.metric_fn.last_result`` holds
-    the whole result (decision, remembered fraction, warnings).
+    ``<name>`` (p_member), ``<name>_power`` and ``<name>_forgotten`` (1.0 when the
+    audit's whole decision, its data checks included, is "forgotten", else 0.0);
+    ``handler.metric_fn.last_result`` holds the whole result (decision, remembered
+    fraction, warnings).
 
     Args:
         reference: from :meth:`monai_forget.audit.ReferenceModelAuditor.fit_reference`
@@ -172,3 +175,4 @@ class ReferenceModelAudit(_AuditHandler):
         super().completed(engine, name)
         result = self.metric_fn.last_result
         engine.state.metrics[f"{name}_power"] = float(result.details["power"])
+        engine.state.metrics[f"{name}_forgotten"] = float(result.decision == FORGOTTEN)
