@@ -51,6 +51,8 @@ from withdrawal_audit_grid import (
     LOADERS,
     DataSpec,
     Scenario,
+    _drop,
+    _sample,
     ema_scenarios,
     liu_scenarios,
     start_run,
@@ -73,19 +75,11 @@ class Roles:
     population: LabelledImages
 
 
-def _without(data: LabelledImages, other: LabelledImages) -> LabelledImages:
-    return data.subset(~np.isin(sample_hashes(data), sample_hashes(other)))
-
-
-def _at_most(data: LabelledImages, n: int, seed: int) -> LabelledImages:
-    return data if len(data) <= n else data.split(n / len(data), seed=seed)[0]
-
-
 def liu_roles(spec: DataSpec, s: Scenario, seed: int) -> Roles:
     """Known members from D* without D_Q; non-members fold 2; population folds 3-4."""
-    members = _without(s.target_data, s.query)
+    members = _drop(s.target_data, s.query)
     return Roles(
-        _at_most(members, len(spec.folds[1]), seed) if len(members) else None,
+        _sample(members, len(spec.folds[1]), seed) if len(members) else None,
         spec.folds[1],
         concat(spec.folds[2], spec.folds[3]),
     )

@@ -44,6 +44,19 @@ def _args(files, method, query, out, *extra):
     ]  # fmt: skip
 
 
+def _reference_args(files, query, out, *extra):
+    """`audit reference` with known members A and known non-members the calibration set."""
+    base = _args(files, "reference", query, out, *extra)
+    i = base.index("--calibration")
+    base[i : i + 2] = [
+        "--members",
+        str(files / "A.npz"),
+        "--nonmembers",
+        str(files / "calibration.npz"),
+    ]
+    return base
+
+
 def test_ema_audit_writes_result_and_report(files, tmp_path, capsys):
     # The exit code says the decision: 3 not forgotten (A trained on), 0 forgotten (B).
     assert main(_args(files, "ema", "A", tmp_path / "member")) == 3
@@ -116,16 +129,7 @@ def test_reference_audit_three_way_exit_code_json_and_trail(files, tmp_path, cap
     trained on A and C, so C is remembered and B never seen."""
 
     def args(query, out, *extra):
-        base = _args(files, "ks", query, out, "--references", "2", "--json", *extra)
-        base[1] = "reference"
-        i = base.index("--calibration")
-        base[i : i + 2] = [
-            "--members",
-            str(files / "A.npz"),
-            "--nonmembers",
-            str(files / "calibration.npz"),
-        ]
-        return base
+        return _reference_args(files, query, out, "--references", "2", "--json", *extra)
 
     np.savez(tmp_path / "C.npz", **{k: v for k, v in np.load(files / "B.npz").items()})
     code = main(args("B", tmp_path / "b"))
@@ -143,15 +147,7 @@ def test_reference_audit_three_way_exit_code_json_and_trail(files, tmp_path, cap
 
 
 def test_reference_audit_refuses_a_bad_group_pattern(files, tmp_path, capsys):
-    args = _args(files, "ks", "B", tmp_path / "g", "--group-pattern", "patient(")
-    args[1] = "reference"
-    i = args.index("--calibration")
-    args[i : i + 2] = [
-        "--members",
-        str(files / "A.npz"),
-        "--nonmembers",
-        str(files / "calibration.npz"),
-    ]
+    args = _reference_args(files, "B", tmp_path / "g", "--group-pattern", "patient(")
     assert main(args) == 2
     assert "not a regular expression" in capsys.readouterr().err
     assert not (tmp_path / "g" / "result.json").exists()
