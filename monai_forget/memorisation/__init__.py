@@ -12,6 +12,8 @@ features in neural networks", 2022).
 - :func:`self_influence`, :class:`CheckpointRecorder`: TracInCP self-influence (App. A.5).
 - :func:`decoy_test`, :func:`draw_decoys`: the calibrated test of M, the feature ranked
   among decoys of its kind (exposure, Carlini et al. 2019).
+- :func:`reference_test`: M of the audited model against M of reference models trained
+  without the feature (``memorisation_score(..., references=...)``).
 - :func:`leak_scan`, :func:`read_roster`, :func:`write_scan_report`: is there evidence
   that a model memorised any name of a roster (calibrated on decoys)?
 - :class:`EarlyStoppingTraining`: the paper's training with early stopping (App. A.2).
@@ -39,6 +41,7 @@ from monai_forget.memorisation.leak_scan import (
     leak_scan,
 )
 from monai_forget.memorisation.probe import FeatureProbe
+from monai_forget.memorisation.reference_test import ReferenceTest, reference_test
 from monai_forget.memorisation.report import write_scan_report
 from monai_forget.memorisation.roster import Roster, read_roster
 from monai_forget.memorisation.score import (
@@ -83,6 +86,7 @@ __all__ = [
     "NameResult",
     "OneTailedResult",
     "RandomFeature",
+    "ReferenceTest",
     "Roster",
     "TrainingLog",
     "UniqueFeature",
@@ -101,6 +105,7 @@ __all__ = [
     "paired_ttest",
     "probe_outputs",
     "read_roster",
+    "reference_test",
     "select_checkpoints",
     "self_influence",
     "stamp_each",

@@ -32,7 +32,14 @@ import numpy as np
 
 from monai_forget.results import Result
 
-__all__ = ["DecoyTest", "decoy_template", "decoy_test", "draw_decoys", "fresh_seed"]
+__all__ = [
+    "DecoyTest",
+    "decoy_template",
+    "decoy_test",
+    "draw_decoys",
+    "feature_decoys",
+    "fresh_seed",
+]
 
 #: Character classes of a decoy template (see :func:`decoy_template`).
 _CLASSES = {"A": string.ascii_uppercase, "a": string.ascii_lowercase, "0": string.digits}
@@ -160,3 +167,23 @@ def draw_decoys(
                 if len(drawn) == n:
                     break
     return list(drawn)
+
+
+def feature_decoys(text: str | None, decoys: int | Sequence[str], seed: int) -> list[str]:
+    """The decoys of a feature's ``text``: ``decoys`` random texts of its kind, or the
+    given texts checked (each another text of the same length)."""
+    if text is None:
+        raise ValueError(
+            "decoys are texts of the feature's kind: build the feature with "
+            "UniqueFeature.from_text, or pass decoys=0"
+        )
+    if isinstance(decoys, int):
+        return draw_decoys(text, decoys, seed, exclude=[text])
+    texts = [str(t) for t in decoys]
+    for i, other in enumerate(texts):
+        if len(other) != len(text) or other == text:
+            raise ValueError(
+                f"decoy {i} must be another text of the feature's length "
+                f"({len(text)} characters); fix or drop it"
+            )
+    return texts

@@ -30,7 +30,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from monai_forget.memorisation.decoys import DecoyTest, decoy_test, draw_decoys, fresh_seed
+from monai_forget.memorisation.decoys import DecoyTest, decoy_test, feature_decoys, fresh_seed
 from monai_forget.memorisation.feature import (
     RandomFeature,
     UniqueFeature,
@@ -42,6 +42,11 @@ from monai_forget.memorisation.passes import (
     predict_probs,
     probe_set,
     text_divergences,
+)
+from monai_forget.memorisation.reference_test import (
+    MIN_REFERENCE_MODELS,
+    ReferenceTest,
+    reference_test,
 )
 from monai_forget.memorisation.significance import (
     PAPER_TEST,
@@ -77,6 +82,7 @@ class MemorisationScore(Result):
         d_random: per-probe d_r^i (float64).
         calibrated: M ranked among decoys (:class:`DecoyTest`) when decoys were scored.
         decoy_seed: the seed the decoys were drawn with (to reproduce them).
+        reference: M against reference models (:class:`ReferenceTest`) when given.
     """
 
     m: float
@@ -89,6 +95,7 @@ class MemorisationScore(Result):
     d_random: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False)
     calibrated: DecoyTest | None = None
     decoy_seed: int | None = None
+    reference: ReferenceTest | None = None
 
     @property
     def pvalue(self) -> float:
@@ -115,6 +122,8 @@ class MemorisationScore(Result):
             lines.append(f"  {name:9s} statistic {res.statistic:10.4g}  p = {res.pvalue:.4g}{mark}")
         if self.calibrated is not None:
             lines.append(f"  {self.calibrated.summary()} (decoy seed {self.decoy_seed})")
+        if self.reference is not None:
+            lines.append(f"  {self.reference.summary()}")
         return "\n".join(lines)
 
     def to_dict(self, per_probe: bool = False) -> dict[str, Any]:
@@ -136,6 +145,8 @@ class MemorisationScore(Result):
                 **self.calibrated.to_dict(decoys=per_probe),
                 "decoy_seed": self.decoy_seed,
             }
+        if self.reference is not None:
+            out["reference"] = self.reference.to_dict()
         if per_probe:
             out["d_unique"] = self.d_unique.tolist()
             out["d_random"] = self.d_random.tolist()
@@ -287,25 +298,6 @@ def probe_outputs(
     return np.asarray(clean_probs, dtype=np.float64), pu, pr
 
 
-def _decoy_texts(feature: UniqueFeature, decoys: int | Sequence[str], seed: int) -> list[str]:
-    """The decoy texts: ``decoys`` random texts of z_u's kind, or the given list checked."""
-    if feature.text is None:
-        raise ValueError(
-            "decoys are texts of the feature's kind: build the feature with "
-            "UniqueFeature.from_text, or pass decoys=0"
-        )
-    if isinstance(decoys, int):
-        return draw_decoys(feature.text, decoys, seed, exclude=[feature.text])
-    texts = [str(t) for t in decoys]
-    for i, text in enumerate(texts):
-        if len(text) != len(feature.text) or text == feature.text:
-            raise ValueError(
-                f"decoy {i} must be another text of the feature's length "
-                f"({len(feature.text)} characters); fix or drop it"
-            )
-    return texts
-
-
 def memorisation_score(
     model: torch.nn.Module,
     probes: object,
@@ -322,6 +314,7 @@ def memorisation_score(
     outputs: Literal["logits", "probs"] = "logits",
     cache_dir: str | os.PathLike | None = None,
     training_data: object | None = None,
+    references: Sequence[torch.nn.Module] = (),
     progress: bool = False,
 ) -> MemorisationScore:
     """Black-box M (Eq. 1 of Hartley & Tsaftaris 2022) of ``model`` for ``feature``.
@@ -341,22 +334,33 @@ def memorisation_score(
         batch_size, device, outputs, cache_dir: see :func:`monai_forget.inference.predict`.
         training_data: samples known to be in-distribution (e.g. training images); a
             warning is issued for probes identical to any of them.
+        references: models trained by the audited model's recipe without the feature
+            (at least 2; the benchmark used 8): M of each, with the same probes and
+            random controls, is the null of :mod:`~.reference_test`. Three passes each.
         progress: show progress bars.
 
     Returns:
-        The :class:`MemorisationScore` (with ``calibrated`` when decoys were scored).
+        The :class:`MemorisationScore` (with ``calibrated`` when decoys were scored,
+        ``reference`` when reference models were given).
 
     Raises:
         ValueError: probes not ``(N, C, H, W)``, fewer than 2, a feature that does not
-            fit, probes the model cannot process, outputs that are not probabilities, or
-            decoys for a feature that is not text.
+            fit, probes the model cannot process, outputs that are not probabilities,
+            decoys for a feature that is not text, or fewer than 2 references (or
+            references with a seed that is not an integer).
     """
     if training_data is not None:
         warn_if_in_distribution(probes, training_data)
+    if references and (len(references) < MIN_REFERENCE_MODELS or not isinstance(seed, int)):
+        raise ValueError(
+            f"{len(references)} reference model(s) and seed {seed!r}: the reference test "
+            f"needs at least {MIN_REFERENCE_MODELS} references and an integer seed (the same "
+            "random controls on every model)"
+        )
     texts: list[str] = []
     if decoys:
         decoy_seed = fresh_seed() if decoy_seed is None else int(decoy_seed)
-        texts = _decoy_texts(feature, decoys, decoy_seed)
+        texts = feature_decoys(feature.text, decoys, decoy_seed)
     kwargs = dict(batch_size=batch_size, device=device, outputs=outputs)
     pc, pu, pr = probe_outputs(
         model,
@@ -369,6 +373,11 @@ def memorisation_score(
         **kwargs,
     )
     score = compute_m_score(pc, pu, pr, test=test, tests=tests)
+    if references:
+        controls = dict(random_feature=random_feature, seed=seed, **kwargs)
+        outs = (probe_outputs(r, probes, feature, **controls) for r in references)
+        reference_m = [compute_m_score(*o, tests=(test,), test=test).m for o in outs]
+        score = replace(score, reference=reference_test(score.m, reference_m))
     if not texts:
         return score
     d = text_divergences(
