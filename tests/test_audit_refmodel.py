@@ -3,6 +3,8 @@ simulation, its three-way decision, and its refusals."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import scipy.special
@@ -16,6 +18,7 @@ from monai_forget.audit import (
     refmodel_decision,
 )
 from monai_forget.audit.refmodel import (
+    ROLES,
     MembershipCalibration,
     SetTest,
     calibrated_scores,
@@ -25,6 +28,7 @@ from monai_forget.audit.refmodel import (
     set_test,
 )
 from monai_forget.audit.refmodel_auditor import _split_roles
+from monai_forget.audit.refmodel_reference import RefModelReference
 from monai_forget.data import DataOverlapError, LabelledImages, load_digits
 
 
@@ -243,3 +247,93 @@ def test_known_sets_are_halved_by_patient_with_a_group_pattern() -> None:
         _split_roles(members, nonmembers, 0, r"frame01")
     with pytest.raises(ValueError, match="not a regular expression"):
         ReferenceModelAuditor(group_pattern="patient(")
+
+
+def _clustered_audit(seed: int, grouped: bool, patients: int = 30, slices: int = 10):
+    """A target that forgot D_Q (D_Q scores like the non-members; the members lead by 1)
+    with a per-patient effect shared by the patient's slices (sd 1, slice noise 0.3)."""
+    rng = np.random.default_rng(seed)
+    hashes, groups, reference_mean, target = {}, {}, {}, {}
+    for role, lead in (("query", 0.0), ("members", 1.0), ("nonmembers", 0.0)):
+        groups[role] = np.repeat([f"{role}{p}" for p in range(patients)], slices)
+        hashes[role] = np.array([f"{role}-{i}" for i in range(groups[role].size)])
+        patient = np.repeat(rng.normal(0, 1, patients), slices)
+        reference_mean[role] = rng.normal(2, 1, groups[role].size)
+        noise = rng.normal(0, 0.3, groups[role].size)
+        target[role] = reference_mean[role] + lead + patient + noise
+    reference = RefModelReference(
+        hashes=hashes,
+        labels={r: np.zeros(h.size, np.int64) for r, h in hashes.items()},
+        reference_mean=reference_mean,
+        sigma=1.0,
+        n_references=8,
+        groups=groups if grouped else None,
+    )
+    return reference.audit(target, seed=seed, n_boot=100)
+
+
+def test_groups_are_the_units_of_the_test() -> None:
+    """Slices of one patient share the patient's effect: counted as independent samples,
+    a D_Q the target forgot is called "not forgotten" in about a quarter of draws (and
+    "forgotten" with power it does not have); with the patients as units, at alpha."""
+    by_sample = [_clustered_audit(seed, grouped=False) for seed in range(40)]
+    by_patient = [_clustered_audit(seed, grouped=True) for seed in range(40)]
+    assert by_patient[0].details["unit"] == "group"
+    assert by_patient[0].details["units"] == {"query": 30, "members": 30, "nonmembers": 30}
+    assert by_sample[0].details["units"]["query"] == 300
+    false_alarms = [sum(r.decision == NOT_FORGOTTEN for r in rs) for rs in (by_sample, by_patient)]
+    assert false_alarms[0] >= 6 and false_alarms[1] <= 4  # 10 and 0 of 40 at these seeds
+    forgotten = [sum(r.decision == FORGOTTEN for r in rs) for rs in (by_sample, by_patient)]
+    assert forgotten[1] < forgotten[0]
+    # The groups survive the reference's round trip through JSON.
+    reference = RefModelReference.from_dict(
+        json.loads(json.dumps(_reference_with_groups().to_dict()))
+    )
+    assert reference.groups["query"].tolist() == ["p1", "p1", "p2"]
+    with pytest.raises(ValueError, match="one group per sample"):
+        _reference_with_groups(query_groups=["p1"])
+
+
+def _reference_with_groups(query_groups=("p1", "p1", "p2")) -> RefModelReference:
+    three = {r: np.array(["a", "b", "c"]) for r in ROLES}
+    return RefModelReference(
+        hashes=three,
+        labels={r: np.zeros(3, np.int64) for r in ROLES},
+        reference_mean={r: np.zeros(3) for r in ROLES},
+        sigma=1.0,
+        n_references=4,
+        groups={
+            **{r: np.array(["g1", "g1", "g2"]) for r in ROLES},
+            "query": np.array(query_groups),
+        },
+    )
+
+
+def test_auditor_with_a_group_pattern_tests_patients(tmp_path) -> None:
+    """Digits posing as slices, five per "patient": the audit's units are the patients
+    of each set, D_Q's too, and a D_Q without ids is refused by name."""
+    from monai_forget.shadow import ShadowTrainer, SupervisedRecipe
+
+    digits = load_digits()
+    ids = tuple(f"/d/patient{i // 5:03d}_slice_{i % 5}.h5" for i in range(len(digits)))
+    data = LabelledImages(digits.images, digits.labels, ids, digits.num_classes)
+    query, members, nonmembers = (data.subset(slice(a, a + 200)) for a in (0, 200, 400))
+    recipe = SupervisedRecipe(
+        network="mlp",
+        network_args={"in_shape": (1, 8, 8), "num_classes": 10, "hidden": (32,)},
+        steps=60,
+        batch_size=32,
+    )
+    target = ShadowTrainer(recipe, cache_dir=tmp_path).train(query.concat(members), seed=1)
+    auditor = ReferenceModelAuditor(
+        recipe=recipe, cache_dir=tmp_path, n_references=2, workers=1, group_pattern=r"patient\d+"
+    )
+    result = auditor.audit(target, query, (members, nonmembers))
+    assert result.details["unit"] == "group"
+    # one unit per patient of each scored set: D_Q's 40, about half of each known set's 40
+    patients = {r: len({i[:13] for i in auditor.roles_[r].ids}) for r in ("members", "nonmembers")}
+    assert result.details["units"] == {"query": 40, **patients}
+    assert all(15 <= n <= 25 for n in patients.values())
+    bare = LabelledImages(query.images, query.labels, num_classes=10)
+    with pytest.raises(ValueError, match="the query set has none"):
+        auditor.audit(target, bare, (members, nonmembers))

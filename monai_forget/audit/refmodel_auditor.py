@@ -125,7 +125,9 @@ class ReferenceModelAuditor(ShadowAuditor):
             group, e.g. ``patient\\d+`` for slices of one patient. The known sets are then
             halved by group (stratified by label, scikit-learn's ``StratifiedGroupKFold``),
             so no patient has samples both in the reference models' training data and
-            among the scored ones. ``None``: halved by sample (one sample per patient).
+            among the scored ones, and the statistics take each group's mean score as
+            one unit (a patient's slices are not independent). Every set then needs
+            ids, D_Q too. ``None``: samples are the units (one sample per patient).
 
     Attributes:
         reference_: what the last ``fit_reference``/``audit`` learned.
@@ -233,8 +235,17 @@ class ReferenceModelAuditor(ShadowAuditor):
             alpha=self.alpha,
             min_power=self.min_power,
             reference_accuracy=float(np.mean(accuracies)),
+            groups=self._groups(roles),
         )
         return self.reference_, roles, population
+
+    def _groups(self, roles: dict[str, LabelledImages]) -> dict[str, np.ndarray] | None:
+        """Each role's sample groups with ``group_pattern`` (the test's units), else None."""
+        if self.group_pattern is None:
+            return None
+        names = {"query": "the query set", "members": "the known members"}
+        names["nonmembers"] = "the known non-members"
+        return {r: sample_groups(roles[r], self.group_pattern, names[r]) for r in ROLES}
 
     def audit(
         self,

@@ -43,6 +43,10 @@ class RefModelReference:
         min_power: power the test needs before D_Q is called forgotten.
         reference_accuracy: mean accuracy of the reference models on the known
             non-members (compared with the target's in the report).
+        groups: role -> (N,) group of each sample (e.g. its patient), or ``None``. With
+            groups, every statistic is computed on the groups' mean scores, one unit per
+            group: slices of one patient are not independent, and a test that counts
+            them as such overstates the evidence (too small p, too much power).
     """
 
     hashes: dict[str, np.ndarray]
@@ -53,6 +57,7 @@ class RefModelReference:
     alpha: float = 0.05
     min_power: float = 0.95
     reference_accuracy: float = float("nan")
+    groups: dict[str, np.ndarray] | None = None
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -60,6 +65,10 @@ class RefModelReference:
             raise ValueError(f"a reference needs the roles {ROLES}, got {sorted(self.hashes)}")
         if not 0.0 < self.alpha < 1.0 or not 0.5 <= self.min_power < 1.0:
             raise ValueError("alpha must be in (0, 1) and min_power in [0.5, 1)")
+        if self.groups is not None and any(
+            len(self.groups[r]) != len(self.hashes[r]) for r in ROLES
+        ):
+            raise ValueError("groups must give one group per sample of every role")
 
     def sizes(self) -> dict[str, int]:
         return {role: len(self.hashes[role]) for role in ROLES}
@@ -70,8 +79,19 @@ class RefModelReference:
 
     def shift(self) -> ShiftCheck:
         """Whether D_Q, the known members and non-members look alike to the references."""
-        mu = self.reference_mean
+        mu = self.units(self.reference_mean)
         return shift_check(mu["query"], mu["members"], mu["nonmembers"])
+
+    def units(self, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Per-sample values of every role as the test's units: each group's mean with
+        groups (in sorted group order), the values themselves without."""
+        if self.groups is None:
+            return values
+        out = {}
+        for role in ROLES:
+            _, index = np.unique(self.groups[role], return_inverse=True)
+            out[role] = np.bincount(index, weights=values[role]) / np.bincount(index)
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -83,6 +103,7 @@ class RefModelReference:
             "alpha": self.alpha,
             "min_power": self.min_power,
             "reference_accuracy": self.reference_accuracy,
+            **({"groups": {r: self.groups[r].tolist() for r in ROLES}} if self.groups else {}),
         }
 
     @classmethod
@@ -98,6 +119,11 @@ class RefModelReference:
             alpha=float(data.get("alpha", 0.05)),
             min_power=float(data.get("min_power", 0.95)),
             reference_accuracy=float(data.get("reference_accuracy", "nan")),
+            groups=(
+                {r: np.asarray(data["groups"][r], dtype=str) for r in ROLES}
+                if data.get("groups")
+                else None
+            ),
         )
 
     def scores(self, target_phi: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -124,7 +150,8 @@ class RefModelReference:
     ) -> AuditResult:
         """The audit of a target whose logit confidences on each role's samples (in this
         reference's order) are ``target_phi``."""
-        scores = self.scores(target_phi)
+        samples = self.scores(target_phi)
+        scores = self.units(samples)
         calibration = MembershipCalibration.fit(scores["members"], scores["nonmembers"], seed)
         test = set_test(
             scores["query"], calibration, alpha=self.alpha, min_power=self.min_power, seed=seed
@@ -157,10 +184,12 @@ class RefModelReference:
                 "target_accuracy_nonmembers": target_accuracy,
                 "reference_accuracy_nonmembers": self.reference_accuracy,
                 "warnings": warnings,
+                "unit": "group" if self.groups else "sample",
+                "units": {role: int(scores[role].size) for role in ROLES},
             },
             sizes=self.sizes(),
             arrays={
-                **{f"{role}_score": scores[role] for role in ROLES},
+                **{f"{role}_score": samples[role] for role in ROLES},
                 **{f"{role}_target_logit": np.asarray(target_phi[role]) for role in ROLES},
                 **{f"{role}_reference_logit": self.reference_mean[role] for role in ROLES},
                 **{f"{role}_label": self.labels[role] for role in ROLES},
