@@ -292,6 +292,8 @@ def test_groups_are_the_units_of_the_test() -> None:
     assert reference.groups["query"].tolist() == ["p1", "p1", "p2"]
     with pytest.raises(ValueError, match="one group per sample"):
         _reference_with_groups(query_groups=["p1"])
+    with pytest.raises(ValueError, match=r"\{'members': 2, 'nonmembers': 2\} groups"):
+        reference.audit({r: np.zeros(3) for r in ROLES})
 
 
 def _reference_with_groups(query_groups=("p1", "p1", "p2")) -> RefModelReference:

@@ -152,6 +152,12 @@ class RefModelReference:
         reference's order) are ``target_phi``."""
         samples = self.scores(target_phi)
         scores = self.units(samples)
+        few = {r: scores[r].size for r in ("members", "nonmembers") if scores[r].size < 4}
+        if self.groups is not None and few:
+            raise ValueError(
+                f"the scored known sets hold {few} groups (patients): with groups as the "
+                "test's units the audit needs at least 4 of each; give more patients"
+            )
         calibration = MembershipCalibration.fit(scores["members"], scores["nonmembers"], seed)
         test = set_test(
             scores["query"], calibration, alpha=self.alpha, min_power=self.min_power, seed=seed
