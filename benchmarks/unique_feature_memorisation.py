@@ -474,9 +474,10 @@ def report_grid(cfg: Config, store: Store) -> list[str]:
             fpr = {}
             for name, get in tests.items():
                 # NaN: not enough controls yet to serve as references
-                hi = [get(r) < alpha for r in can if r["level"] == "high" and get(r) == get(r)]
-                lo = [get(r) < alpha for r in can if r["level"] == "low" and get(r) == get(r)]
-                fp = [get(r) < alpha for r in ctl if get(r) == get(r)]
+                ps = [(r, p) for r in recs if not np.isnan(p := get(r))]
+                hi = [p < alpha for r, p in ps if r["kind"] == "canary" and r["level"] == "high"]
+                lo = [p < alpha for r, p in ps if r["kind"] == "canary" and r["level"] == "low"]
+                fp = [p < alpha for r, p in ps if r["kind"] == "control"]
                 fpr[name] = (np.mean(fp) if fp else np.nan, np.mean(hi) if hi else np.nan)
                 say(f"| {data} | {arch} | {name} | {rate(hi)} | {rate(lo)} | {rate(fp)} |")
             scores.append((data, arch, can, ctl))

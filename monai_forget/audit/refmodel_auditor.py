@@ -29,6 +29,12 @@ from monai_forget.data import DataOverlapError, LabelledImages, check_disjoint, 
 __all__ = ["ReferenceModelAuditor"]
 
 MIN_REFERENCES = 2
+#: How errors name each role's set.
+_ROLE_NAMES = {
+    "query": "the query set",
+    "members": "the known members",
+    "nonmembers": "the known non-members",
+}
 
 
 def sample_groups(data: LabelledImages, pattern: str, name: str) -> np.ndarray:
@@ -69,8 +75,8 @@ def _split_roles(
     reference models, the other half is scored, so no scored sample was trained on. With
     ``pattern``, whole groups (patients) go to one half: a reference model that trained
     on some slices of a patient would know that patient's other slices."""
-    m_pool, m_scored = _halves(members, seed, pattern, "the known members")
-    n_pool, n_scored = _halves(nonmembers, seed, pattern, "the known non-members")
+    m_pool, m_scored = _halves(members, seed, pattern, _ROLE_NAMES["members"])
+    n_pool, n_scored = _halves(nonmembers, seed, pattern, _ROLE_NAMES["nonmembers"])
     return concat(m_pool, n_pool), m_scored, n_scored
 
 
@@ -243,9 +249,7 @@ class ReferenceModelAuditor(ShadowAuditor):
         """Each role's sample groups with ``group_pattern`` (the test's units), else None."""
         if self.group_pattern is None:
             return None
-        names = {"query": "the query set", "members": "the known members"}
-        names["nonmembers"] = "the known non-members"
-        return {r: sample_groups(roles[r], self.group_pattern, names[r]) for r in ROLES}
+        return {r: sample_groups(roles[r], self.group_pattern, _ROLE_NAMES[r]) for r in ROLES}
 
     def audit(
         self,

@@ -35,11 +35,9 @@ from typing import Any
 import numpy as np
 import scipy.stats
 
-__all__ = ["MIN_REFERENCE_MODELS", "ReferenceTest", "reference_test"]
+from monai_forget.memorisation.reference_scan import MIN_REFERENCES
 
-#: Fewest reference models: the prediction test needs a standard deviation (n - 1 >= 1
-#: degrees of freedom); with 2 its power is small, the benchmark used 8.
-MIN_REFERENCE_MODELS = 2
+__all__ = ["ReferenceTest", "reference_test"]
 
 
 @dataclass(frozen=True)
@@ -91,14 +89,14 @@ def reference_test(m: float, reference_m: object) -> ReferenceTest:
             and random-control seed.
 
     Raises:
-        ValueError: fewer than :data:`MIN_REFERENCE_MODELS` references, a non-finite M, or
+        ValueError: fewer than :data:`MIN_REFERENCES` references, a non-finite M, or
             references whose M are all equal (no spread to judge a difference by).
     """
     refs = np.array(reference_m, dtype=np.float64, copy=True).ravel()
-    if refs.size < MIN_REFERENCE_MODELS:
+    if refs.size < MIN_REFERENCES:
         raise ValueError(
             f"{refs.size} reference model(s) given: the test needs at least "
-            f"{MIN_REFERENCE_MODELS} (their spread sets the scale); pass more"
+            f"{MIN_REFERENCES} (their spread sets the scale); pass more"
         )
     if not (np.isfinite(refs).all() and np.isfinite(m)):
         raise ValueError("M of the audited model or of a reference is not finite; check outputs")

@@ -43,11 +43,8 @@ from monai_forget.memorisation.passes import (
     probe_set,
     text_divergences,
 )
-from monai_forget.memorisation.reference_test import (
-    MIN_REFERENCE_MODELS,
-    ReferenceTest,
-    reference_test,
-)
+from monai_forget.memorisation.reference_scan import MIN_REFERENCES
+from monai_forget.memorisation.reference_test import ReferenceTest, reference_test
 from monai_forget.memorisation.significance import (
     PAPER_TEST,
     TESTS,
@@ -351,10 +348,10 @@ def memorisation_score(
     """
     if training_data is not None:
         warn_if_in_distribution(probes, training_data)
-    if references and (len(references) < MIN_REFERENCE_MODELS or not isinstance(seed, int)):
+    if references and (len(references) < MIN_REFERENCES or not isinstance(seed, (int, np.integer))):
         raise ValueError(
             f"{len(references)} reference model(s) and seed {seed!r}: the reference test "
-            f"needs at least {MIN_REFERENCE_MODELS} references and an integer seed (the same "
+            f"needs at least {MIN_REFERENCES} references and an integer seed (the same "
             "random controls on every model)"
         )
     texts: list[str] = []
