@@ -31,9 +31,11 @@ Experiments:
 3. ``speed``: M over 2000 probes vs one forward pass, per network.
 4. ``scale``: a 10,000-name roster with 1,000 decoys, MLP-1, 500 probes.
 
-Trained models and per-model results are cached under ``--cache`` (keyed by data set,
-network, model kind, index and seed), so an interrupted run resumes where it stopped,
-and ``--report`` renders the tables from whatever the cache holds.
+Per-model results are JSON records (keyed by data set, network, model kind, index and
+seed) kept in the repository under ``results/unique_feature_memorisation/seed<N>``; trained
+weights go to ``--cache``. A run skips every model whose record exists, so an interrupted
+run resumes where it stopped, on any machine, and ``--report`` renders the tables from
+whatever the records hold.
 
 Usage: ``python benchmarks/unique_feature_memorisation.py [--quick] [--workers 2]
 [--only grid scan speed scale] [--report] [--out FILE]`` (progress on stderr, the
@@ -87,6 +89,8 @@ ROSTER = [
 ]  # fmt: skip
 assert len(ROSTER) == 50 and len(set(ROSTER)) == 50
 ARCHS = ("mlp-1", "cnn-1", "cnn-2")
+#: Where a full run keeps its per-model records (in the repository: see :class:`Store`).
+RECORDS = Path(__file__).resolve().parent / "results" / "unique_feature_memorisation"
 DATASETS = ("mnist", "pneumoniamnist")
 
 
@@ -115,23 +119,28 @@ QUICK = Config(300, 200, 100, 1, 2, 1, 1, 8, 2, scale_names=300, scale_decoys=10
 
 
 class Store:
-    """JSON records and model weights under one folder, written atomically."""
+    """JSON records under one folder and model weights under another, written atomically.
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    The records are small and kept in the repository (``--records``), so a grid that takes
+    more CPU-hours than one sitting resumes on any machine; the weights (megabytes per
+    model) stay in a local cache and are retrained when absent."""
+
+    def __init__(self, records: Path, weights: Path) -> None:
+        self.records, self.weights_root = records, weights
 
     def get(self, key: str) -> dict | None:
-        path = self.root / f"{key}.json"
+        path = self.records / f"{key}.json"
         return json.loads(path.read_text()) if path.is_file() else None
 
     def put(self, key: str, record: dict) -> None:
-        path = self.root / f"{key}.json"
+        path = self.records / f"{key}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_write(path, "w", overwrite=True) as handle:
-            json.dump(record, handle)
+            json.dump(record, handle, indent=0, sort_keys=True)
+            handle.write("\n")
 
     def weights(self, key: str) -> Path:
-        path = self.root / f"{key}.pt"
+        path = self.weights_root / f"{key}.pt"
         path.parent.mkdir(parents=True, exist_ok=True)
         return path
 
@@ -171,9 +180,9 @@ def load_splits(cfg: Config, seed: int) -> dict[str, Split]:
 STATE: dict = {}
 
 
-def init_worker(cfg: Config, seed: int, cache: str) -> None:
+def init_worker(cfg: Config, seed: int, store: Store) -> None:
     torch.set_num_threads(1)
-    STATE.update(cfg=cfg, seed=seed, store=Store(Path(cache)), splits=load_splits(cfg, seed))
+    STATE.update(cfg=cfg, seed=seed, store=store, splits=load_splits(cfg, seed))
 
 
 def training(arch: str, num_classes: int) -> EarlyStoppingTraining:
@@ -183,7 +192,7 @@ def training(arch: str, num_classes: int) -> EarlyStoppingTraining:
 
 
 def trained(key: str, arch: str, split: Split, data: LabelledImages, seed: int, handlers=()):
-    """Train (or load from the cache) one model; returns (model, training record)."""
+    """Train (or load from the weights cache) one model; returns (model, training record)."""
     store, recipe = STATE["store"], training(arch, split.num_classes)
     path, record = store.weights(key), store.get(key + ".train")
     if record is not None and path.is_file() and not handlers:
@@ -357,14 +366,14 @@ def run_job(job: tuple) -> tuple:
     try:
         key = {"ref": job_reference, "model": job_model, "scan": job_scan}[job[0]](*job[1:])
         return job, key, time.perf_counter() - start, None
-    except Exception as err:  # report and go on: the cache keeps what finished
+    except Exception as err:  # report and go on: the records keep what finished
         return job, None, time.perf_counter() - start, f"{type(err).__name__}: {err}"
 
 
-def run_jobs(jobs: list[tuple], workers: int, cfg: Config, seed: int, cache: str) -> None:
+def run_jobs(jobs: list[tuple], workers: int, cfg: Config, seed: int, store: Store) -> None:
     if not jobs:
         return
-    args = (cfg, seed, cache)
+    args = (cfg, seed, store)
     if workers <= 1:
         init_worker(*args)
         results = map(run_job, jobs)
@@ -720,15 +729,24 @@ def main() -> None:
         "--datasets", nargs="*", default=DATASETS, choices=DATASETS, help="grid cells"
     )
     parser.add_argument(
-        "--report", action="store_true", help="render the tables from the cache without training"
+        "--report", action="store_true", help="render the tables from the records, no training"
     )
     parser.add_argument(
-        "--cache", default=os.path.expanduser("~/.cache/monai_forget/unique_feature_memorisation")
+        "--records",
+        help="per-model JSON records (default: benchmarks/results/unique_feature_memorisation/"
+        "seed<N> for a full run, under --cache for --quick)",
+    )
+    parser.add_argument(
+        "--cache",
+        default=os.path.expanduser("~/.cache/monai_forget/unique_feature_memorisation"),
+        help="model weights (retrained when absent)",
     )
     parser.add_argument("--out", help="also write the report to this file")
     args = parser.parse_args()
     cfg = QUICK if args.quick else FULL
-    cache = str(Path(args.cache) / ("quick" if args.quick else "full") / f"seed{args.seed}")
+    run = Path("quick" if args.quick else "full") / f"seed{args.seed}"
+    records = RECORDS / f"seed{args.seed}" if not args.quick else Path(args.cache) / run / "records"
+    store = Store(Path(args.records) if args.records else records, Path(args.cache) / run)
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
     if not args.report and ({"grid", "scan"} & set(args.only)):
@@ -741,10 +759,10 @@ def main() -> None:
         # needs only those, while the CNN references train; then the CNN models.
         mlp_refs = [r for r in refs if r[2] == "mlp-1"]
         mlp_models = [m for m in models if m[2] == "mlp-1"]
-        run_jobs(mlp_refs, args.workers, cfg, args.seed, cache)
+        run_jobs(mlp_refs, args.workers, cfg, args.seed, store)
         rest = [r for r in refs if r not in mlp_refs]
-        run_jobs(scans + mlp_models + rest, args.workers, cfg, args.seed, cache)
-        run_jobs([m for m in models if m not in mlp_models], args.workers, cfg, args.seed, cache)
+        run_jobs(scans + mlp_models + rest, args.workers, cfg, args.seed, store)
+        run_jobs([m for m in models if m not in mlp_models], args.workers, cfg, args.seed, store)
     import monai
 
     say("## Unique-feature memorisation benchmark (Hartley & Tsaftaris 2022)\n")
@@ -774,7 +792,6 @@ def main() -> None:
         f"- torch {torch.__version__}, monai {monai.__version__}, scipy {scipy.__version__}, "
         f"python {platform.python_version()}; {os.cpu_count()} cores shared with other jobs"
     )
-    store = Store(Path(cache))
     targets = []
     if "grid" in args.only:
         targets += report_grid(cfg, store)
