@@ -89,9 +89,9 @@ ROSTER = [
 ]  # fmt: skip
 assert len(ROSTER) == 50 and len(set(ROSTER)) == 50
 ARCHS = ("mlp-1", "cnn-1", "cnn-2")
+DATASETS = ("mnist", "pneumoniamnist")
 #: Where a full run keeps its per-model records (in the repository: see :class:`Store`).
 RECORDS = Path(__file__).resolve().parent / "results" / "unique_feature_memorisation"
-DATASETS = ("mnist", "pneumoniamnist")
 
 
 @dataclass(frozen=True)
