@@ -427,6 +427,16 @@ def mark(ok: bool) -> str:
     return "**met**" if ok else "**missed**"
 
 
+def false_alarm_mark(k: int, n: int, level: float = 0.05) -> str:
+    """Met / missed for k false alarms in n null draws against a rate of ``level``; a miss
+    carries the one-sided exact binomial test of a true rate above ``level``, since a
+    point estimate over a few dozen draws can exceed it by chance."""
+    if k < level * n + 1e-9:
+        return mark(True)
+    p = scipy.stats.binomtest(k, n, level, alternative="greater").pvalue
+    return f"{mark(False)} (exact binomial test of a rate above {level:.0%}: p = {p:.2g})"
+
+
 #: Reference models per audited model in the grid's reference test: the next controls.
 REFERENCES = 8
 
@@ -487,15 +497,16 @@ def report_grid(cfg: Config, store: Store) -> list[str]:
                 hi = [p < alpha for r, p in ps if r["kind"] == "canary" and r["level"] == "high"]
                 lo = [p < alpha for r, p in ps if r["kind"] == "canary" and r["level"] == "low"]
                 fp = [p < alpha for r, p in ps if r["kind"] == "control"]
-                fpr[name] = (np.mean(fp) if fp else np.nan, np.mean(hi) if hi else np.nan)
+                fpr[name] = (fp, np.mean(hi) if hi else np.nan)
                 say(f"| {data} | {arch} | {name} | {rate(hi)} | {rate(lo)} | {rate(fp)} |")
             scores.append((data, arch, can, ctl))
             cal_fp, cal_hi = fpr["calibrated (decoys)"]
             pap_fp, pap_hi = fpr["paper's test"]
+            pap_fp = np.mean(pap_fp) if pap_fp else np.nan
             n_ctl = len(ctl)
             targets.append(
-                f"- {data} {arch}: calibrated false-positive rate {cal_fp:.3f} over {n_ctl} "
-                f"controls <= 0.05: {mark(cal_fp <= 0.05)}"
+                f"- {data} {arch}: calibrated false-positive rate {np.mean(cal_fp):.3f} over "
+                f"{n_ctl} controls <= 0.05: {false_alarm_mark(sum(cal_fp), len(cal_fp))}"
                 + (
                     f" (only {n_ctl} of {cfg.n_controls} controls so far)"
                     if n_ctl < cfg.n_controls
@@ -503,9 +514,11 @@ def report_grid(cfg: Config, store: Store) -> list[str]:
                 )
             )
             ref_fp, ref_hi = fpr[f"{REFERENCES} reference models (ours)"]
+            ref_mark = false_alarm_mark(sum(ref_fp), len(ref_fp)) if ref_fp else "-"
             targets.append(
                 f"- {data} {arch}, with {REFERENCES} reference models (ours): false-positive "
-                f"rate {ref_fp:.3f} <= 0.05: {mark(ref_fp <= 0.05)}; high-influence canaries "
+                f"rate {np.mean(ref_fp) if ref_fp else np.nan:.3f} <= 0.05: "
+                f"{ref_mark}; high-influence canaries "
                 f"detected {ref_hi:.2f} (paper's test {pap_hi:.2f}, its false positives "
                 f"{pap_fp:.3f})"
             )
@@ -631,7 +644,7 @@ def report_scan(cfg: Config, store: Store) -> list[str]:
         k = sum(bool(x["flagged_bh"]) for x in ctl)
         targets.append(
             f"- leak scan: control scans with any name flagged {k}/{len(ctl)} "
-            f"<= 5 %: {mark(k / len(ctl) <= 0.05)}"
+            f"<= 5 %: {false_alarm_mark(k, len(ctl))}"
         )
     if recs["top"]:
         k = sum(x["rank"] == 1 for x in recs["top"])

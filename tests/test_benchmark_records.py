@@ -9,6 +9,7 @@ edited by hand, or a change to the statistics that changes a committed figure, f
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -31,12 +32,32 @@ def test_committed_grid_tables_render_from_committed_records(tmp_path):
         cwd=tmp_path,
     ).stdout
     rows = [line for line in out.splitlines() if line.startswith("|")]
+    verdicts = [line for line in out.splitlines() if "**met**" in line or "**missed**" in line]
     grid = [r for r in rows if r.startswith(("| mnist", "| pneumonia"))]
     cells = {tuple(r.split(" | ")[:2]) for r in grid}
     assert len(cells) * 5 <= len(grid), "each cell has five test rows and a summary row"
     assert any(r.startswith("| name on a top-influence image") for r in rows), "no leak scan"
     committed = set(RESULTS.read_text().splitlines())
-    missing = [r for r in rows if r not in committed]
+    assert verdicts, "the report marks no target"
+    missing = [r for r in rows + verdicts if r not in committed]
     assert not missing, "rows the records give but the results file lacks:\n" + "\n".join(missing)
     # no training happened: nothing was written to the weights cache
     assert not any(tmp_path.rglob("*.pt"))
+
+
+def test_a_missed_false_alarm_target_carries_its_exact_binomial_test():
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        spec = importlib.util.spec_from_file_location("ufm_benchmark", SCRIPT)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # its dataclasses look their module up
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    # 2 of 40 is exactly 5 %: met, no test. P(X >= 3 | n, 0.05) worked by hand from the
+    # binomial terms k = 0, 1, 2: n = 40: 1 - (0.12851 + 0.27055 + 0.27766) = 0.3233;
+    # n = 20: 1 - (0.35849 + 0.37735 + 0.18868) = 0.0755.
+    assert module.false_alarm_mark(2, 40) == "**met**"
+    assert module.false_alarm_mark(3, 40).endswith("p = 0.32)")
+    assert module.false_alarm_mark(3, 20).endswith("p = 0.075)")
+    assert module.false_alarm_mark(3, 40).startswith("**missed**")
