@@ -504,14 +504,14 @@ def report_grid(cfg: Config, store: Store) -> list[str]:
             pap_fp, pap_hi = fpr["paper's test"]
             pap_fp = np.mean(pap_fp) if pap_fp else np.nan
             n_ctl = len(ctl)
+            so_far = (
+                f" (only {n_ctl} of {cfg.n_controls} controls so far)"
+                if n_ctl < cfg.n_controls
+                else ""
+            )
             targets.append(
                 f"- {data} {arch}: calibrated false-positive rate {np.mean(cal_fp):.3f} over "
-                f"{n_ctl} controls <= 0.05: {false_alarm_mark(sum(cal_fp), len(cal_fp))}"
-                + (
-                    f" (only {n_ctl} of {cfg.n_controls} controls so far)"
-                    if n_ctl < cfg.n_controls
-                    else ""
-                )
+                f"{n_ctl} controls <= 0.05: {false_alarm_mark(sum(cal_fp), len(cal_fp))}" + so_far
             )
             ref_fp, ref_hi = fpr[f"{REFERENCES} reference models (ours)"]
             ref_mark = false_alarm_mark(sum(ref_fp), len(ref_fp)) if ref_fp else "-"
@@ -520,13 +520,13 @@ def report_grid(cfg: Config, store: Store) -> list[str]:
                 f"rate {np.mean(ref_fp) if ref_fp else np.nan:.3f} <= 0.05: "
                 f"{ref_mark}; high-influence canaries "
                 f"detected {ref_hi:.2f} (paper's test {pap_hi:.2f}, its false positives "
-                f"{pap_fp:.3f})"
+                f"{pap_fp:.3f}){so_far}"
             )
             if pap_fp <= 0.05:
                 targets.append(
                     f"- {data} {arch}: the paper's test is valid here (false positives "
                     f"{pap_fp:.3f}); calibrated detection of high-influence canaries "
-                    f"{cal_hi:.2f} >= the paper's {pap_hi:.2f}: {mark(cal_hi >= pap_hi)}"
+                    f"{cal_hi:.2f} >= the paper's {pap_hi:.2f}: {mark(cal_hi >= pap_hi)}{so_far}"
                 )
     say(
         "\n| data | network | mean M canary high / low / control | mean M_w canary / "
