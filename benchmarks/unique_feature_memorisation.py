@@ -427,11 +427,19 @@ def mark(ok: bool) -> str:
     return "**met**" if ok else "**missed**"
 
 
-def false_alarm_mark(k: int, n: int, level: float = 0.05) -> str:
-    """Met / missed for k false alarms in n null draws against a rate of ``level``; a miss
-    carries the one-sided exact binomial test of a true rate above ``level``, since a
-    point estimate over a few dozen draws can exceed it by chance."""
-    if k < level * n + 1e-9:
+def share(flags: list[bool]) -> float:
+    """The fraction of True flags; NaN when there are none yet."""
+    return float(np.mean(flags)) if flags else np.nan
+
+
+def false_alarm_mark(flags: list[bool], level: float = 0.05) -> str:
+    """Met / missed for false-alarm flags over null draws against a rate of ``level``; a
+    miss carries the one-sided exact binomial test of a true rate above ``level``, since a
+    point estimate over a few dozen draws can exceed it by chance. "-" without draws."""
+    if not flags:
+        return "-"
+    k, n = int(sum(flags)), len(flags)
+    if k / n <= level:
         return mark(True)
     p = scipy.stats.binomtest(k, n, level, alternative="greater").pvalue
     return f"{mark(False)} (exact binomial test of a rate above {level:.0%}: p = {p:.2g})"
@@ -497,12 +505,12 @@ def report_grid(cfg: Config, store: Store) -> list[str]:
                 hi = [p < alpha for r, p in ps if r["kind"] == "canary" and r["level"] == "high"]
                 lo = [p < alpha for r, p in ps if r["kind"] == "canary" and r["level"] == "low"]
                 fp = [p < alpha for r, p in ps if r["kind"] == "control"]
-                fpr[name] = (fp, np.mean(hi) if hi else np.nan)
+                fpr[name] = (fp, share(hi))
                 say(f"| {data} | {arch} | {name} | {rate(hi)} | {rate(lo)} | {rate(fp)} |")
             scores.append((data, arch, can, ctl))
             cal_fp, cal_hi = fpr["calibrated (decoys)"]
             pap_fp, pap_hi = fpr["paper's test"]
-            pap_fp = np.mean(pap_fp) if pap_fp else np.nan
+            pap_fp = share(pap_fp)
             n_ctl = len(ctl)
             so_far = (
                 f" (only {n_ctl} of {cfg.n_controls} controls so far)"
@@ -510,15 +518,14 @@ def report_grid(cfg: Config, store: Store) -> list[str]:
                 else ""
             )
             targets.append(
-                f"- {data} {arch}: calibrated false-positive rate {np.mean(cal_fp):.3f} over "
-                f"{n_ctl} controls <= 0.05: {false_alarm_mark(sum(cal_fp), len(cal_fp))}" + so_far
+                f"- {data} {arch}: calibrated false-positive rate {share(cal_fp):.3f} over "
+                f"{len(cal_fp)} controls <= 0.05: {false_alarm_mark(cal_fp)}" + so_far
             )
             ref_fp, ref_hi = fpr[f"{REFERENCES} reference models (ours)"]
-            ref_mark = false_alarm_mark(sum(ref_fp), len(ref_fp)) if ref_fp else "-"
             targets.append(
                 f"- {data} {arch}, with {REFERENCES} reference models (ours): false-positive "
-                f"rate {np.mean(ref_fp) if ref_fp else np.nan:.3f} <= 0.05: "
-                f"{ref_mark}; high-influence canaries "
+                f"rate {share(ref_fp):.3f} <= 0.05: {false_alarm_mark(ref_fp)}; high-influence "
+                "canaries "
                 f"detected {ref_hi:.2f} (paper's test {pap_hi:.2f}, its false positives "
                 f"{pap_fp:.3f}){so_far}"
             )
@@ -641,10 +648,10 @@ def report_scan(cfg: Config, store: Store) -> list[str]:
     )
     targets = []
     if ctl:
-        k = sum(bool(x["flagged_bh"]) for x in ctl)
+        flagged = [bool(x["flagged_bh"]) for x in ctl]
         targets.append(
-            f"- leak scan: control scans with any name flagged {k}/{len(ctl)} "
-            f"<= 5 %: {false_alarm_mark(k, len(ctl))}"
+            f"- leak scan: control scans with any name flagged {sum(flagged)}/{len(ctl)} "
+            f"<= 5 %: {false_alarm_mark(flagged)}"
         )
     if recs["top"]:
         k = sum(x["rank"] == 1 for x in recs["top"])

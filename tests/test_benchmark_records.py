@@ -3,8 +3,9 @@
 The grid takes CPU-hours over several sittings, so its per-model records are kept in the
 repository and the results file is rendered from them. Here the report is rendered again,
 as a user would (``--report``, no training, no data), and every table row (detection
-tables and the leak scan) must appear verbatim in the committed results file: a table
-edited by hand, or a change to the statistics that changes a committed figure, fails.
+tables and the leak scan) and every target line (met / missed) must appear verbatim in the
+committed results file: a table edited by hand, or a change to the statistics that changes
+a committed figure, fails.
 """
 
 from __future__ import annotations
@@ -54,10 +55,15 @@ def test_a_missed_false_alarm_target_carries_its_exact_binomial_test():
         spec.loader.exec_module(module)
     finally:
         sys.path.remove(str(SCRIPT.parent))
+
     # 2 of 40 is exactly 5 %: met, no test. P(X >= 3 | n, 0.05) worked by hand from the
     # binomial terms k = 0, 1, 2: n = 40: 1 - (0.12851 + 0.27055 + 0.27766) = 0.3233;
     # n = 20: 1 - (0.35849 + 0.37735 + 0.18868) = 0.0755.
-    assert module.false_alarm_mark(2, 40) == "**met**"
-    assert module.false_alarm_mark(3, 40).endswith("p = 0.32)")
-    assert module.false_alarm_mark(3, 20).endswith("p = 0.075)")
-    assert module.false_alarm_mark(3, 40).startswith("**missed**")
+    def flags(k: int, n: int) -> list[bool]:
+        return [True] * k + [False] * (n - k)
+
+    assert module.false_alarm_mark(flags(2, 40)) == "**met**"
+    assert module.false_alarm_mark(flags(3, 40)).endswith("p = 0.32)")
+    assert module.false_alarm_mark(flags(3, 20)).endswith("p = 0.075)")
+    assert module.false_alarm_mark(flags(3, 40)).startswith("**missed**")
+    assert module.false_alarm_mark([]) == "-", "no null draws yet is neither met nor missed"

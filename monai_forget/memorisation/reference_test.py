@@ -23,8 +23,8 @@ Two p-values are reported:
 
 Measured (benchmarks/results/unique_feature_memorisation.md, 8 references): at its level
 on MLP-1 (2/40 control models flagged on MNIST and on PneumoniaMNIST) and on CNN-1 /
-PneumoniaMNIST (2/40); above it on CNN-1 / MNIST (3/40) and CNN-2 / MNIST (6/40; exact
-binomial test of a rate above 5 %: p = 0.014), where M over models without the feature is
+PneumoniaMNIST (2/40); above it on CNN-1 / MNIST (3/40, exact binomial test of a rate
+above 5 %: p = 0.32) and CNN-2 / MNIST (6/40, p = 0.014), where M over models without the feature is
 right-skewed (skewness 1.6-1.7), which the Gaussian prediction test does not allow for.
 Where false alarms matter, use 19 or more references and the rank p.
 """
