@@ -159,3 +159,12 @@ def test_the_parser_imports_nothing_heavy() -> None:
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "[]", f"building the parser imported {run.stdout.strip()}"
+
+
+def test_the_architecture_names_every_benchmark_script() -> None:
+    """docs/architecture.md lists the benchmark scripts; a new one must join the list."""
+    text = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    scripts = sorted((PACKAGE.parent / "benchmarks").glob("[!_]*.py"))
+    assert scripts, "no benchmark script found"
+    missing = [s.name for s in scripts if f"`{s.name}`" not in text]
+    assert not missing, f"docs/architecture.md does not name {missing}"
