@@ -213,7 +213,7 @@ def withdrawal(work: Path, data: list[str], n_references: int, refmodel_only: bo
     )
     out = {}
     for case, scenario in (("a", "trained with the provider"), ("b", "retrained without it")):
-        folder = work / "audit" / f"{PROVIDER}_{case}"
+        folder = work / "audit" / f"{PROVIDER}_{case}_{n_references}refs"
         bundle(
             f"withdrawal ({case}): audit",
             SEG,
