@@ -20,7 +20,7 @@ user types them) in a work folder, then prints (markdown):
 Every step whose output exists is skipped, so an interrupted run resumes (training
 itself resumes from its last epoch). Run::
 
-    python benchmarks/acdc_pipeline.py --workdir /tmp/acdc_pipeline \
+    python benchmarks/acdc_pipeline.py --workdir ~/.cache/monai_forget/acdc_pipeline \
         --out benchmarks/results/acdc_pipeline.md
 """
 
