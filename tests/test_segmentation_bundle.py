@@ -187,6 +187,38 @@ def test_training_writes_the_model_and_a_resumable_checkpoint(scenario: dict) ->
     assert list(without["training_data"]["entries_per_site"]) == ["random1"]
 
 
+def test_latest_checkpoint_is_the_highest_epoch_saved(tmp_path: Path) -> None:
+    """The names are ``CheckpointSaver``'s; epoch 10 is later than epoch 9 (not by text)."""
+    from monai_forget.bundles.segmentation import latest_checkpoint
+
+    for name in ("resume_checkpoint_epoch=9.pt", "resume_checkpoint_epoch=10.pt", "notes.pt"):
+        (tmp_path / name).write_bytes(b"")
+    assert Path(latest_checkpoint(tmp_path)).name == "resume_checkpoint_epoch=10.pt"
+    with pytest.raises(FileNotFoundError, match="--resume True"):
+        latest_checkpoint(tmp_path / "missing")
+
+
+def test_an_interrupted_training_resumes_from_its_last_epoch(
+    scenario: dict, tmp_path: Path
+) -> None:
+    """The documented training command with ``--resume True`` (as its comment says) in a
+    copy of the bundle where the run stopped after epoch 1: only epoch 2 runs."""
+    seg = tmp_path / "acdc_segmentation"
+    shutil.copytree(scenario["seg"], seg)
+    for name in ("model.pt", "model_train.json"):  # the run stopped before writing them
+        (seg / "models" / "cpu" / name).unlink()
+    command = _command(
+        scenario, "'configs/train.json','configs/cpu.json']\"", "--ckpt_file models/cpu/model.pt"
+    )
+    budget = {**BUDGET, "epochs": 2}
+    extra = f"{_options(DESIGN)} {_options(budget)} {_options(SUBSET)} --resume True"
+    done = check(run_line(command, seg, extra=extra, env=scenario["env"], timeout=1200))
+    log = done.stdout + done.stderr
+    assert "Epoch[2] Complete" in log and "Epoch[1] Complete" not in log, log[-2000:]
+    summary = json.loads((seg / "models" / "cpu" / "model_train.json").read_text())
+    assert summary["epochs"] == 2 and summary["iterations"] == 2 * BUDGET["steps_per_epoch"]
+
+
 def test_evaluation_reports_dice_and_hd95_per_structure(scenario: dict) -> None:
     folder = scenario["seg"] / "eval" / "test"
     record = json.loads((folder / "metrics.json").read_text())

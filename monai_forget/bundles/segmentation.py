@@ -31,7 +31,8 @@ __all__ = [
     "split_by_patient",
 ]
 
-_STEP = re.compile(r"_(\d+)\.pt$")
+#: ``CheckpointSaver``'s name for an epoch's checkpoint: ``<prefix>_checkpoint_epoch=<n>.pt``
+_STEP = re.compile(r"_epoch=(\d+)\.pt$")
 
 
 def latest_checkpoint(folder: str | os.PathLike) -> str:
