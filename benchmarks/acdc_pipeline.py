@@ -261,8 +261,6 @@ def withdrawal(
         folder_n = folder(case, n_references)
         methods = ("refmodel",) if refmodel_only else ("refmodel", "ks", "ema")
         out[case] = {m: json.loads((folder_n / f"{m}.json").read_text()) for m in methods}
-        methods = ("refmodel",) if refmodel_only else ("refmodel", "ks", "ema")
-        out[case] = {m: json.loads((folder / f"{m}.json").read_text()) for m in methods}
         if not refmodel_only:
             out[case]["by_score"] = json.loads((folder_n / "scores.json").read_text())["by_score"]
         out[case]["train"] = json.loads(
