@@ -138,9 +138,8 @@ class Prepared:
     labels: dict[str, np.ndarray]
     ref_mean: dict[str, np.ndarray]  # pool -> reference models' mean logit confidence
     sigma: float
-    ema: EMAAuditor
-    ema_reference: object
-    ks_calibration_conf: dict[str, np.ndarray]  # pool -> calibration shadow's t[y]
+    ema_reference: object | None  # None when EMA is not benchmarked
+    ks_calibration_conf: dict[str, np.ndarray] | None  # pool -> calibration shadow's t[y]
     calibration: MembershipCalibration | None = None  # the reference-model audit's map
 
     def score(self, pool: str, i: np.ndarray | slice = slice(None)) -> np.ndarray:
@@ -149,7 +148,9 @@ class Prepared:
         return (phi - self.ref_mean[pool][i]) / self.sigma
 
 
-def prepare(p: Pools, k: int, seed: int, cache: Path, n_refs: int) -> Prepared:
+def prepare(
+    p: Pools, k: int, seed: int, cache: Path, n_refs: int, auditors: Sequence[str] = AUDITORS
+) -> Prepared:
     population = degrade(p.population, k, seed + 7)
     nonmembers_known = degrade(p.nonmembers_known, k, seed + 8)
     pools = {
@@ -169,20 +170,21 @@ def prepare(p: Pools, k: int, seed: int, cache: Path, n_refs: int) -> Prepared:
         for name, d in pools.items()
     }
     sigma = float(np.sqrt(np.mean(np.concatenate([np.var(v, 0, ddof=1) for v in phis.values()]))))
-    ema = EMAAuditor(**options)
-    log(f"  {p.name} k={k}: EMA reference model and K-S calibration shadow (cached)")
-    ema_reference = ema.fit_reference(population)
-    ks_shadow = ShadowTrainer(p.recipe, cache_dir=cache).train(population, seed=seed)
+    ema_reference, ks_conf = None, None
+    if "ema" in auditors:
+        log(f"  {p.name} k={k}: EMA reference model (cached)")
+        ema_reference = EMAAuditor(**options).fit_reference(population)
+    if "ks" in auditors:
+        log(f"  {p.name} k={k}: K-S calibration shadow (cached)")
+        ks_shadow = ShadowTrainer(p.recipe, cache_dir=cache).train(population, seed=seed)
+        ks_conf = {n: predict(ks_shadow, d, cache_dir=cache).confidence for n, d in pools.items()}
     prepared = Prepared(
         target_probs={n: o.probs for n, o in outs.items()},
         labels={n: o.labels for n, o in outs.items()},
         ref_mean={n: v.mean(0) for n, v in phis.items()},
         sigma=sigma,
-        ema=ema,
         ema_reference=ema_reference,
-        ks_calibration_conf={
-            n: predict(ks_shadow, d, cache_dir=cache).confidence for n, d in pools.items()
-        },
+        ks_calibration_conf=ks_conf,
     )
     prepared.calibration = MembershipCalibration.fit(
         prepared.score("members_known"), prepared.score("nonmembers_known"), seed
@@ -292,7 +294,7 @@ def run(args: argparse.Namespace) -> None:
     pools: dict[str, Pools] = {}
     prepared: dict[tuple[str, int], Prepared] = {}
     # K-S trains a model per draw: every other auditor's cells first, K-S's last.
-    for auditor in AUDITORS:
+    for auditor in args.auditors:
         for dataset in args.datasets:
             for cell in cells(args.quick):
                 if auditor == "ks" and not ks_cell(cell):
@@ -304,7 +306,7 @@ def run(args: argparse.Namespace) -> None:
                     pools[dataset] = load(dataset, args.seed)
                 if (dataset, cell[0]) not in prepared:
                     prepared[dataset, cell[0]] = prepare(
-                        pools[dataset], cell[0], args.seed, cache, args.references
+                        pools[dataset], cell[0], args.seed, cache, args.references, args.auditors
                     )
                     if cell[0] == 100:
                         record_signal(cache, dataset, prepared[dataset, cell[0]])
@@ -329,7 +331,7 @@ def report(done: dict[str, dict], args: argparse.Namespace) -> None:
         "K-S's rule rho >= 1. Rates with 95 % Wilson intervals.")  # fmt: skip
     say()
     for dataset in args.datasets:
-        for auditor in AUDITORS:
+        for auditor in args.auditors:
             say(f"## {dataset}: {auditor}")
             say()
             say("| k | D_Q | draws | forgotten | not forgotten | inconclusive | wrong |")
@@ -434,13 +436,21 @@ def write_error_rates(done: dict[str, dict], args: argparse.Namespace) -> None:
             "forgotten": _rate(c[FORGOTTEN], n), "not_forgotten": _rate(c[NOT_FORGOTTEN], n),
             "inconclusive": _rate(c[INCONCLUSIVE], n),
         })  # fmt: skip
+    path = Path(args.error_rates)
+    if path.is_file():  # the auditors not run this time keep their measured rows
+        kept = json.loads(path.read_text())["cells"]
+        rows = [r for r in kept if r["auditor"] not in args.auditors] + rows
     source = f"benchmarks/audit_calibration.py (seed {args.seed}, {args.references} references)"
-    Path(args.error_rates).write_text(json.dumps({"source": source, "cells": rows}, indent=1))
+    path.write_text(json.dumps({"source": source, "cells": rows}, indent=1))
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--datasets", nargs="+", default=["mnist", "pneumoniamnist"])
+    parser.add_argument(
+        "--auditors", nargs="+", choices=AUDITORS, default=list(AUDITORS),
+        help="benchmark these (the error-rate JSON keeps the other auditors' rows)",
+    )  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--references", type=int, default=8)
     parser.add_argument("--null-draws", type=int, default=200)

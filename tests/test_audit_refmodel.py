@@ -3,6 +3,7 @@ simulation, its three-way decision, and its refusals."""
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
@@ -23,6 +24,7 @@ from monai_forget.audit.refmodel import (
     SetTest,
     calibrated_scores,
     logit_confidence,
+    permutation_pvalue,
     pooled_sigma,
     remembered_fraction,
     set_test,
@@ -74,22 +76,100 @@ def test_set_test_is_valid_under_the_null() -> None:
     assert np.mean(pvalues <= 0.05) < 0.09
 
 
-class _Identity:
-    """A membership map that leaves scores as they are (hand-checkable p-values)."""
+def _exact_stratified_pvalue(a, a_strata, b, b_strata) -> float:
+    """Brute force: every relabelling that keeps each stratum's count of ``a`` values."""
+    observed = np.mean(a) - np.mean(b)
+    per_stratum = []
+    for s in np.union1d(a_strata, b_strata):
+        values = np.concatenate([a[a_strata == s], b[b_strata == s]])
+        k = int(np.sum(a_strata == s))
+        picks = itertools.combinations(range(values.size), k)
+        sums = [values[list(c)].sum() for c in picks]
+        per_stratum.append([(x, values.sum() - x) for x in sums])
+    stats = [
+        sum(x for x, _ in pick) / a.size - sum(y for _, y in pick) / b.size
+        for pick in itertools.product(*per_stratum)
+    ]
+    return float(np.mean(np.asarray(stats) >= observed - 1e-12))
 
-    def predict(self, x: np.ndarray) -> np.ndarray:
-        return np.asarray(x, dtype=np.float64)
 
-
-def test_set_test_pvalue_by_enumeration() -> None:
-    """D_Q = [1, 1] against non-members [0, 0, 1]: of the 10 ways to pick 2 of the 5
-    values as D_Q, the 3 that pick two 1s reach the observed mean difference 2/3, so
-    the exact one-sided p-value is 3/10 (scipy enumerates when 10 <= n_resamples)."""
-    calibration = MembershipCalibration(
-        np.array([1.0, 1.0]), np.array([0.0, 0.0, 1.0]), 0, 0, _Identity()
+def test_permutation_pvalue_by_enumeration_within_strata() -> None:
+    """Against every relabelling that keeps the strata's counts, counted by brute force;
+    one stratum against scipy's exact permutation test too. Relabelling across strata
+    (as if there were one) gives another p-value, so the strata are honoured."""
+    a, a_strata = np.array([1.0, 1.0, 0.5]), np.array([0, 1, 1])
+    b, b_strata = np.array([0.0, 0.0, 1.0, 2.0, 0.2]), np.array([0, 0, 0, 1, 1])
+    exact = _exact_stratified_pvalue(a, a_strata, b, b_strata)
+    ours = permutation_pvalue(a, a_strata, b, b_strata, n_resamples=100_000, seed=0)
+    assert ours == pytest.approx(exact, abs=0.005)
+    pooled = _exact_stratified_pvalue(a, np.zeros(3), b, np.zeros(5))
+    assert abs(pooled - exact) > 0.05
+    one = scipy.stats.permutation_test(
+        (a, b), lambda x, y, axis: x.mean(axis) - y.mean(axis), vectorized=True,
+        alternative="greater", n_resamples=10_000,
+    ).pvalue  # fmt: skip
+    assert permutation_pvalue(a, np.zeros(3), b, np.zeros(5), n_resamples=100_000) == pytest.approx(
+        one, abs=0.005
     )
-    test = set_test(np.array([1.0, 1.0]), calibration, alpha=0.05, min_power=0.95)
-    assert test.pvalue == pytest.approx(0.3)
+
+
+def test_calibration_maps_every_known_sample_out_of_fold() -> None:
+    """Two maps, each fitted on one fold, each mapping the other: all known samples are
+    compared; a known member's membership probability is the other fold's map at its
+    score, whatever its own score does to the map it was fitted into."""
+    rng = np.random.default_rng(2)
+    members, nonmembers = rng.normal(1, 1, 15), rng.normal(0, 1, 14)
+    calibration = MembershipCalibration.fit(members, nonmembers, seed=4)
+    assert calibration.members.size == 15 and calibration.nonmembers.size == 14
+    for maps in (calibration.member_maps, calibration.nonmember_maps):
+        assert abs(np.sum(maps == 0) - np.sum(maps == 1)) <= 1
+    # moving one member's score far up changes the map fitted on its fold, so the
+    # other fold's probabilities, but not its own fold's: those, its own included
+    # (now the top of the other map), come from the map that never saw it
+    moved = members.copy()
+    moved[0] = 50.0
+    again = MembershipCalibration.fit(moved, nonmembers, seed=4)
+    fold = calibration.member_maps == calibration.member_maps[0]
+    np.testing.assert_array_equal(again.members[fold][1:], calibration.members[fold][1:])
+    same = calibration.nonmember_maps == calibration.member_maps[0]
+    np.testing.assert_array_equal(again.nonmembers[same], calibration.nonmembers[same])
+    assert again.members[0] == again.members.max()
+    assert not np.array_equal(again.members[~fold], calibration.members[~fold])
+    query = calibration.query_maps(35)
+    assert abs(np.sum(query == 0) - np.sum(query == 1)) <= 1
+    np.testing.assert_array_equal(calibration.query_maps(35), query)
+
+
+def _in_sample_pvalue(query, members, nonmembers) -> float:
+    """The test with one map fitted on all known samples and the non-members mapped by
+    it in sample: the flaw cross-fitting removes."""
+    from sklearn.isotonic import IsotonicRegression
+
+    x = np.concatenate([members, nonmembers])
+    y = np.r_[np.ones(members.size), np.zeros(nonmembers.size)]
+    iso = IsotonicRegression(y_min=0.01, y_max=0.99, out_of_bounds="clip").fit(x, y)
+    q, n = iso.predict(query), iso.predict(nonmembers)
+    return permutation_pvalue(q, np.zeros(q.size), n, np.zeros(n.size), n_resamples=999)
+
+
+def test_set_test_is_valid_with_few_known_patients() -> None:
+    """ACDC's sizes (15 known members and 15 non-members, D_Q of 35) and a clear member
+    signal: over many null draws "not forgotten" stays at alpha. Mapping the non-members
+    in sample (by a map fitted on them) would push them toward 0 and call D_Q member-like
+    far more often, so this fails for that method."""
+    rng = np.random.default_rng(6)
+    ours, in_sample = [], []
+    for i in range(300):
+        members, nonmembers = rng.normal(1.5, 1, 15), rng.normal(0, 1, 15)
+        query = rng.normal(0, 1, 35)
+        calibration = MembershipCalibration.fit(members, nonmembers, seed=i)
+        ours.append(set_test(query, calibration, alpha=0.05, min_power=0.95,
+                             n_resamples=999, seed=i).pvalue)  # fmt: skip
+        in_sample.append(_in_sample_pvalue(query, members, nonmembers))
+    ours = np.asarray(ours)
+    assert np.mean(np.asarray(in_sample) <= 0.05) > 0.1
+    assert np.mean(ours <= 0.05) < 0.09
+    assert scipy.stats.kstest(ours, "uniform").pvalue > 0.01
 
 
 def _with_atom(rng: np.random.Generator, n: int, share: float = 0.05) -> np.ndarray:

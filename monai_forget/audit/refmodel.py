@@ -9,7 +9,7 @@ any model of the design. The set-level test follows dataset inference (Maini et 
 "Dataset Inference", ICLR 2021): a one-sided test of the query set against known
 non-members scored the same way (a permutation test where they use a t-test, see
 :func:`set_test`), after mapping every score to a membership probability
-learned on half of the known members and non-members (:class:`MembershipCalibration`:
+cross-fitted on the known members and non-members (:class:`MembershipCalibration`:
 bounded, so the heavy tails of saturated confidences cannot dominate, and shaped like the
 likelihood ratio, which weights the scores that separate members best). The fraction
 estimate follows dataset-usage cardinality inference (Tong et al. 2024, DUCI, in ML
@@ -34,6 +34,7 @@ Decision (three-way, :func:`refmodel_decision`):
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +52,7 @@ __all__ = [
     "auc",
     "calibrated_scores",
     "logit_confidence",
+    "permutation_pvalue",
     "pooled_sigma",
     "refmodel_decision",
     "remembered_fraction",
@@ -119,44 +121,83 @@ def auc(a: np.ndarray, b: np.ndarray) -> float:
 
 @dataclass(frozen=True)
 class MembershipCalibration:
-    """The known members and non-members split in two: one half learns the map from a
-    score to a membership probability, the other half is what D_Q is compared with.
+    """The map from a score to a membership probability, cross-fitted on two folds.
 
-    The map is an isotonic regression of "is a member" on the score, members and
+    The known members and non-members are each split in two folds (seeded); the map
+    fitted on one fold maps the other fold's scores, so every known sample is mapped by
+    a map that never saw it and all of them are compared with D_Q (two-fold
+    cross-fitting; one map fitted on a half and the other half compared left half of
+    the known samples unused). Each D_Q score is mapped by one of the two maps,
+    assigned at random in equal shares (:meth:`query_maps`), and the set-level test
+    permutes within the samples of one map (:func:`set_test`), which keeps it exact.
+
+    A map is an isotonic regression of "is a member" on the score, members and
     non-members weighted equally: an estimate of P(member | score) at even odds, which
     is monotone in the likelihood ratio f_member(s) / f_nonmember(s), bounded in
-    [0.01, 0.99] (heavy-tailed scores of saturated confidences cannot dominate a mean),
-    and fitted on samples the test never sees (cross-fitting keeps the test valid).
+    [0.01, 0.99] (heavy-tailed scores of saturated confidences cannot dominate a mean).
+
+    Attributes:
+        members: every known member's membership probability (out of fold).
+        nonmembers: every known non-member's.
+        member_maps: the map (0 or 1) that mapped each known member.
+        nonmember_maps: the map that mapped each known non-member.
+        seed: seed of the folds and of the query's map assignment.
     """
 
-    members: np.ndarray  # the test halves, mapped
+    members: np.ndarray
     nonmembers: np.ndarray
-    fit_members: int
-    fit_nonmembers: int
-    _iso: Any = field(repr=False, compare=False)
+    member_maps: np.ndarray
+    nonmember_maps: np.ndarray
+    seed: int
+    _maps: tuple[Any, ...] = field(repr=False, compare=False)
 
     @classmethod
     def fit(cls, members: np.ndarray, nonmembers: np.ndarray, seed: int = 0):
+        """Fit the two maps and map every known sample out of fold."""
         from sklearn.isotonic import IsotonicRegression
 
-        rng = np.random.default_rng(seed)
-        m, n = rng.permutation(members), rng.permutation(nonmembers)
-        m_fit, m_test = m[: m.size // 2], m[m.size // 2 :]
-        n_fit, n_test = n[: n.size // 2], n[n.size // 2 :]
-        if min(m_fit.size, n_fit.size, m_test.size, n_test.size) < 2:
+        members = np.asarray(members, dtype=np.float64)
+        nonmembers = np.asarray(nonmembers, dtype=np.float64)
+        if min(members.size, nonmembers.size) < 4:
             raise ValueError("the calibration needs at least 4 known members and 4 non-members")
-        x = np.concatenate([m_fit, n_fit])
-        y = np.concatenate([np.ones(m_fit.size), np.zeros(n_fit.size)])
-        w = np.concatenate(
-            [np.full(m_fit.size, 0.5 / m_fit.size), np.full(n_fit.size, 0.5 / n_fit.size)]
-        )
-        iso = IsotonicRegression(y_min=0.01, y_max=0.99, out_of_bounds="clip")
-        iso.fit(x, y, sample_weight=w)
-        return cls(iso.predict(m_test), iso.predict(n_test), m_fit.size, n_fit.size, iso)
+        rng = np.random.default_rng(seed)
+        m_folds, n_folds = _balanced(members.size, rng), _balanced(nonmembers.size, rng)
+        maps = []
+        for fold in (0, 1):
+            m, n = members[m_folds == fold], nonmembers[n_folds == fold]
+            x = np.concatenate([m, n])
+            y = np.concatenate([np.ones(m.size), np.zeros(n.size)])
+            w = np.concatenate([np.full(m.size, 0.5 / m.size), np.full(n.size, 0.5 / n.size)])
+            iso = IsotonicRegression(y_min=0.01, y_max=0.99, out_of_bounds="clip")
+            maps.append(iso.fit(x, y, sample_weight=w))
+        # map k was fitted on fold k: it maps fold 1 - k
+        m_maps, n_maps = 1 - m_folds, 1 - n_folds
+        return cls(
+            _apply(maps, members, m_maps), _apply(maps, nonmembers, n_maps), m_maps, n_maps,
+            int(seed), tuple(maps),
+        )  # fmt: skip
+
+    def query_maps(self, n: int) -> np.ndarray:
+        """The map of each of ``n`` query scores: half each, in a seeded random order."""
+        return _balanced(n, np.random.default_rng([self.seed, n]))
 
     def __call__(self, scores: np.ndarray) -> np.ndarray:
-        """The membership probability of each score."""
-        return self._iso.predict(np.asarray(scores, dtype=np.float64))
+        """The membership probability of each query score (:meth:`query_maps`)."""
+        scores = np.asarray(scores, dtype=np.float64)
+        return _apply(self._maps, scores, self.query_maps(scores.size))
+
+
+def _balanced(n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` labels, 0 and 1 in equal shares (the odd one 0 or 1 at random), shuffled."""
+    return rng.permutation(np.arange(n) + rng.integers(2)) % 2
+
+
+def _apply(maps: Sequence[Any], scores: np.ndarray, which: np.ndarray) -> np.ndarray:
+    out = np.empty(scores.size)
+    for k, iso in enumerate(maps):
+        if np.any(which == k):
+            out[which == k] = iso.predict(scores[which == k])
+    return out
 
 
 @dataclass(frozen=True)
@@ -167,8 +208,8 @@ class SetTest:
         pvalue: one-sided permutation-test p-value of the difference in mean mapped
             score, H1: D_Q is more member-like than the known non-members.
         query_mean: mean membership probability of D_Q.
-        member_mean: the known members' mean (test half).
-        nonmember_mean: the known non-members' mean (test half).
+        member_mean: the known members' mean.
+        nonmember_mean: the known non-members' mean.
         member_effect_low: one-sided 95 % lower confidence bound of member - non-member.
         power: probability that the test rejects at alpha when D_Q is remembered like
             the known members (normal approximation, with ``member_effect_low``).
@@ -197,17 +238,17 @@ def set_test(
     """Test D_Q against the known non-members and measure the test's power.
 
     D_Q's scores are mapped to membership probabilities (:class:`MembershipCalibration`)
-    and their mean is compared with the held-out non-members' by a one-sided
-    permutation test (``scipy.stats.permutation_test``, ``n_resamples`` random
-    relabellings, seeded by ``seed``; p counts the observed labelling, so it is never
-    0): the set-level comparison of dataset inference (Maini et al. 2021), which uses a
-    t-test. Ours is a
-    permutation test because the mapped scores are step values with an atom at the floor
-    (a model's rare misclassified samples): a small D_Q often holds none of them, its
-    variance is then near zero and Welch's t-test turns that into a small p-value (on
-    scores of that shape it called 36 % of non-member sets of 20 "not forgotten" at
-    alpha 0.05, the permutation test 7 %: tests/test_audit_refmodel.py); the
-    permutation test is exact whenever D_Q and the non-members are exchangeable.
+    and their mean is compared with the known non-members' by a one-sided permutation
+    test (:func:`permutation_pvalue`, ``n_resamples`` random relabellings within the
+    samples of each cross-fitted map, seeded by ``seed``; p counts the observed labelling,
+    so it is never 0): the set-level comparison of dataset inference (Maini et al. 2021),
+    which uses a t-test. Ours is a permutation test because the mapped scores are step
+    values with an atom at the floor (a model's rare misclassified samples): a small D_Q
+    often holds none of them, its variance is then near zero and Welch's t-test turns
+    that into a small p-value (on scores of that shape it called 36 % of non-member sets
+    of 20 "not forgotten" at alpha 0.05, the permutation test 7 %:
+    tests/test_audit_refmodel.py); the permutation test is exact whenever D_Q and the
+    non-members are exchangeable.
 
     For a query set remembered like the known members, the mean difference would be
     ``d = mean(members) - mean(nonmembers)``; with its lower 95 % bound ``d_low`` the power is
@@ -216,14 +257,14 @@ def set_test(
     """
     q = calibration(query)
     m, n = calibration.members, calibration.nonmembers
-    pvalue = scipy.stats.permutation_test(
-        (q, n),
-        _mean_difference,
-        vectorized=True,
-        alternative="greater",
+    pvalue = permutation_pvalue(
+        q,
+        calibration.query_maps(q.size),
+        n,
+        calibration.nonmember_maps,
         n_resamples=n_resamples,
-        random_state=seed,
-    ).pvalue
+        seed=seed,
+    )
     v_m, v_n = float(np.var(m, ddof=1)), float(np.var(n, ddof=1))
     effect = float(m.mean() - n.mean())
     effect_low = effect - scipy.stats.norm.ppf(0.95) * math.sqrt(v_m / m.size + v_n / n.size)
@@ -238,8 +279,40 @@ def set_test(
     )  # fmt: skip
 
 
-def _mean_difference(a: np.ndarray, b: np.ndarray, axis: int) -> np.ndarray:
-    return a.mean(axis=axis) - b.mean(axis=axis)
+def permutation_pvalue(
+    a: np.ndarray,
+    a_strata: np.ndarray,
+    b: np.ndarray,
+    b_strata: np.ndarray,
+    *,
+    n_resamples: int = PERMUTATIONS,
+    seed: int = 0,
+) -> float:
+    """One-sided p-value of ``mean(a) - mean(b)`` (H1: greater) by random relabellings
+    that keep, within each stratum, how many of its values belong to ``a``.
+
+    Within a stratum the values of ``a`` and ``b`` are exchangeable under the null (in
+    the audit: D_Q and known non-members mapped by the same cross-fitted map), so the
+    test is exact at every ``n_resamples``: ``p = (1 + #{T* >= T}) / (1 + n_resamples)``.
+    """
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    a_strata, b_strata = np.asarray(a_strata), np.asarray(b_strata)
+    observed = a.mean() - b.mean()
+    rng = np.random.default_rng(seed)
+    resampled = np.zeros(n_resamples)
+    for stratum in np.union1d(a_strata, b_strata):
+        values = np.concatenate([a[a_strata == stratum], b[b_strata == stratum]])
+        k = int(np.sum(a_strata == stratum))
+        if k == 0 or k == values.size:
+            resampled += values.sum() / (a.size if k else -b.size)
+            continue
+        # the first k of a random order are the stratum's "a" values in a relabelling
+        picked = rng.random((n_resamples, values.size)).argpartition(k - 1, axis=1)[:, :k]
+        a_sum = values[picked].sum(axis=1)
+        resampled += a_sum / a.size - (values.sum() - a_sum) / b.size
+    # ties of the observed labelling must count whatever the rounding of the sums
+    tolerance = 1e-12 * max(1.0, abs(observed))
+    return float((1 + np.sum(resampled >= observed - tolerance)) / (1 + n_resamples))
 
 
 @dataclass(frozen=True)
