@@ -1,6 +1,7 @@
 """AuditResult JSON round trip, atomic non-clobbering saves, and the HTML report."""
 
 import base64
+import math
 import re
 
 import numpy as np
@@ -104,7 +105,10 @@ def test_report_leads_with_one_verdict_per_scenario_decided_by_reference_models(
     assert "K-S (Liu &amp; Tsaftaris 2020): " + papers_view.decision in verdicts
     assert unclear.decision == "inconclusive"
     assert "Warning: too little power" in html
-    assert "no query size would be enough" in html  # a signal this weak needs other data
+    # the warning says what would give the power: a query size, or none at all
+    need = unclear.details["needed_query_size"]
+    sizing = f"about {int(need)} query samples" if math.isfinite(need) else "no query size would"
+    assert sizing in html
     assert "TPR" in html and "at FPR 0.001" in html
     assert html.count("data:image/png") == 3
 

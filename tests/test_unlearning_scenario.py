@@ -235,9 +235,9 @@ def test_fedavg_shadow_recipe_is_the_mean_of_local_fits() -> None:
 
 
 def test_withdrawal_evaluation_runs_the_reference_model_auditor(tmp_path) -> None:
-    """The reference-model audit of a withdrawal: the model trained with site-1 is told
-    apart from non-members on site-1's data ("not forgotten"), the model retrained without
-    it is not; the known members are the providers that stayed, other than the one
+    """The reference-model audit of a withdrawal: site-1's data looks more remembered by
+    the model trained with it than by the model retrained without it, which is never
+    called "not forgotten"; the known members are the providers that stayed, other than the one
     audited (site-1's own data as a known member would overlap the query and be refused)."""
     from monai_forget.data import load_digits
     from monai_forget.unlearning.evaluation import evaluate_withdrawal
@@ -271,8 +271,14 @@ def test_withdrawal_evaluation_runs_the_reference_model_auditor(tmp_path) -> Non
         ("after", "site-1", "refmodel"),
         ("after", "site-2", "refmodel"),
     }
-    assert evaluation.decision("before", "site-1", "refmodel") == "not forgotten"
-    assert evaluation.decision("after", "site-1", "refmodel") != "not forgotten"
+    # With 120 digits per provider the signal is weak (members' AUC about 0.55 for the
+    # model trained with site-1): the cross-fitted audit calls it inconclusive (p 0.19),
+    # where the halved map happened to reach "not forgotten". Never "forgotten", and its
+    # D_Q looks more remembered than under the model retrained without site-1.
+    kept = evaluation.audits[("before", "site-1", "refmodel")]
+    gone = evaluation.audits[("after", "site-1", "refmodel")]
+    assert kept.decision != "forgotten" and gone.decision != "not forgotten"
+    assert kept.statistic < gone.statistic
     # site-2 stayed: never called forgotten (with site-3 alone as known members, half of
     # them scored, the test lacks the power to call it remembered: issue 11's limit).
     remaining = evaluation.audits[("after", "site-2", "refmodel")]
