@@ -22,9 +22,10 @@ class MembershipCalibration:
 
     The known members and non-members are each split in two folds (seeded); the map
     fitted on one fold maps the other fold's scores, so every known sample is mapped by
-    a map that never saw it and all of them are compared with D_Q (two-fold
-    cross-fitting; one map fitted on a half and the other half compared left half of
-    the known samples unused). Each D_Q score is mapped by one of the two maps,
+    a map that never saw it and all of them are compared with D_Q (ours, not from
+    LiRA or dataset inference: two-fold cross-fitting; one map fitted on a half and the
+    other half compared, as before 2026-11-26, left half of the known samples unused).
+    Each D_Q score is mapped by one of the two maps,
     assigned at random in equal shares (:meth:`query_maps`), and the set-level test
     permutes within the samples of one map (:func:`set_test`), which keeps it exact.
 
