@@ -67,6 +67,7 @@ from monai_forget.audit.refmodel import (
     MembershipCalibration,
     auc,
     logit_confidence,
+    out_of_pair_logits,
     refmodel_decision,
     set_test,
     shift_check,
@@ -148,8 +149,41 @@ class Prepared:
         return (phi - self.ref_mean[pool][i]) / self.sigma
 
 
+def paired_reference_logits(
+    p: Pools,
+    known: LabelledImages,
+    pools: dict[str, LabelledImages],
+    seed: int,
+    cache: Path,
+    n_refs: int,
+) -> dict[str, np.ndarray]:
+    """The paired design: pairs of reference models on complementary halves of the known
+    members and non-members (no separate population); every pool's logits under the
+    model of each pair that never trained on the sample (``out_of_pair_logits``)."""
+    trainer = ShadowTrainer(p.recipe, cache_dir=cache)
+    models, trained = [], []
+    for pair in range(n_refs // 2):
+        for k, half in enumerate(known.split(0.5, seed=seed + 1000 + pair)):
+            models.append(trainer.train(half, seed=seed + 2 * pair + k))
+            trained.append(set(half.sample_hashes))
+    return {
+        name: out_of_pair_logits(
+            np.stack([_phi(predict(m, d, cache_dir=cache)) for m in models]),
+            [np.isin(d.sample_hashes, list(t)) for t in trained],
+            seed=[seed, i],
+        )
+        for i, (name, d) in enumerate(pools.items())
+    }  # fmt: skip
+
+
 def prepare(
-    p: Pools, k: int, seed: int, cache: Path, n_refs: int, auditors: Sequence[str] = AUDITORS
+    p: Pools,
+    k: int,
+    seed: int,
+    cache: Path,
+    n_refs: int,
+    auditors: Sequence[str] = AUDITORS,
+    design: str = "population",
 ) -> Prepared:
     population = degrade(p.population, k, seed + 7)
     nonmembers_known = degrade(p.nonmembers_known, k, seed + 8)
@@ -161,14 +195,17 @@ def prepare(
     }
     options = {"recipe": p.recipe, "seed": seed, "cache_dir": cache}
     target = ShadowTrainer(p.recipe, cache_dir=cache).train(p.target_train, seed=seed + 1)
-    auditor = ReferenceModelAuditor(**options, n_references=n_refs)
-    log(f"  {p.name} k={k}: training {n_refs} reference models (cached)")
-    refs = auditor.reference_models(population)
+    log(f"  {p.name} k={k}: training {n_refs} reference models ({design}; cached)")
     outs = {name: predict(target, d, cache_dir=cache) for name, d in pools.items()}
-    phis = {
-        name: np.stack([_phi(predict(m, d, cache_dir=cache)) for m in refs])
-        for name, d in pools.items()
-    }
+    if design == "paired":
+        known = concat(p.members_known, nonmembers_known)
+        phis = paired_reference_logits(p, known, pools, seed, cache, n_refs)
+    else:
+        refs = ReferenceModelAuditor(**options, n_references=n_refs).reference_models(population)
+        phis = {
+            name: np.stack([_phi(predict(m, d, cache_dir=cache)) for m in refs])
+            for name, d in pools.items()
+        }
     sigma = float(np.sqrt(np.mean(np.concatenate([np.var(v, 0, ddof=1) for v in phis.values()]))))
     ema_reference, ks_conf = None, None
     if "ema" in auditors:
@@ -306,7 +343,13 @@ def run(args: argparse.Namespace) -> None:
                     pools[dataset] = load(dataset, args.seed)
                 if (dataset, cell[0]) not in prepared:
                     prepared[dataset, cell[0]] = prepare(
-                        pools[dataset], cell[0], args.seed, cache, args.references, args.auditors
+                        pools[dataset],
+                        cell[0],
+                        args.seed,
+                        cache,
+                        args.references,
+                        args.auditors,
+                        args.design,
                     )
                     if cell[0] == 100:
                         record_signal(cache, dataset, prepared[dataset, cell[0]])
@@ -452,6 +495,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="benchmark these (the error-rate JSON keeps the other auditors' rows)",
     )  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--design", choices=("population", "paired"), default="population",
+        help="reference models on the auditor's population P, or in pairs on complementary "
+        "halves of the known members and non-members (every known sample scored)",
+    )  # fmt: skip
     parser.add_argument("--references", type=int, default=8)
     parser.add_argument("--null-draws", type=int, default=200)
     parser.add_argument("--draws", type=int, default=100)

@@ -24,6 +24,7 @@ from monai_forget.audit.refmodel import (
     SetTest,
     calibrated_scores,
     logit_confidence,
+    out_of_pair_logits,
     permutation_pvalue,
     pooled_sigma,
     remembered_fraction,
@@ -55,6 +56,39 @@ def test_calibrated_scores_and_pooled_sigma_by_hand() -> None:
     np.testing.assert_array_equal(calibrated_scores([4.0, 1.0], reference, 1.0), [2.0, -1.0])
     with pytest.raises(ValueError, match="at least 2"):
         pooled_sigma(reference[:1])
+
+
+def test_out_of_pair_logits_by_brute_force() -> None:
+    """Per unit and pair: the model that did not train on the unit; for a unit neither
+    trained on, either model, about half the time each; refusals for odd counts and a
+    pair that shares a unit."""
+    rng = np.random.default_rng(0)
+    phi = rng.normal(size=(6, 400))
+    side = rng.integers(0, 3, size=(3, 400))  # 0: first of the pair, 1: second, 2: neither
+    trained = np.zeros((6, 400), dtype=bool)
+    for j in range(3):
+        trained[2 * j], trained[2 * j + 1] = side[j] == 0, side[j] == 1
+    out = out_of_pair_logits(phi, trained, seed=3)
+    assert out.shape == (3, 400)
+    second_used = 0
+    for j in range(3):
+        for n in range(400):
+            if side[j, n] == 0:
+                assert out[j, n] == phi[2 * j + 1, n]
+            elif side[j, n] == 1:
+                assert out[j, n] == phi[2 * j, n]
+            else:
+                assert out[j, n] in (phi[2 * j, n], phi[2 * j + 1, n])
+                second_used += out[j, n] == phi[2 * j + 1, n]
+    neither = int(np.sum(side == 2))
+    assert abs(second_used / neither - 0.5) < 0.1
+    np.testing.assert_array_equal(out_of_pair_logits(phi, trained, seed=3), out)
+    with pytest.raises(ValueError, match="even number"):
+        out_of_pair_logits(phi[:5], trained[:5])
+    both = trained.copy()
+    both[0, 0] = both[1, 0] = True
+    with pytest.raises(ValueError, match="both trained"):
+        out_of_pair_logits(phi, both)
 
 
 def _calibration(rng, shift: float, n: int = 400) -> MembershipCalibration:

@@ -132,25 +132,57 @@ def test_patient_logits_by_hand() -> None:
         patient_logits(empty, "dice")
 
 
-def test_no_reference_model_sees_a_scored_patient(tmp_path: Path) -> None:
-    """Offline setting: each reference model trains on a share of the reference halves,
-    never on D_Q or a scored member or non-member; every split keeps a patient whole."""
+def test_reference_models_pair_up_on_complementary_halves_of_the_known_patients(
+    tmp_path: Path,
+) -> None:
+    """Every known patient is scored; each pair of reference models splits the known
+    patients in two whole-patient halves, stratified by group; D_Q is never trained on."""
     audit = _audit(tmp_path, _patients(QUERY + MEMBERS), "a")
-    scored = {e["patient"] for role in audit.entries.values() for e in role}
-    pool = {e["patient"] for e in audit.population}
-    assert not scored & pool
-    assert pool | scored == set(_patients(QUERY + MEMBERS + NONMEMBERS))
-    for role, known in (("members", MEMBERS), ("nonmembers", NONMEMBERS)):
-        # about half of each group's patients is scored (split_by_patient rounds per group)
-        assert 10 <= len(_patients(audit.entries[role])) <= 14
-        assert {e["label"] for e in audit.entries[role]} == {e["label"] for e in known}
+    assert audit.entries["members"] == MEMBERS and audit.entries["nonmembers"] == NONMEMBERS
+    known = set(_patients(MEMBERS + NONMEMBERS))
     sets = audit.reference_sets()
-    assert len(sets) == 4 and len({tuple(_patients(s)) for s in sets}) == 4
+    assert len(sets) == 4
+    halves = [set(_patients(s)) for s in sets]
+    for first, second in (halves[:2], halves[2:]):
+        assert first | second == known and not first & second
+        assert 0.4 * len(known) <= len(first) <= 0.6 * len(known)
+    assert halves[0] != halves[2]
+    labels = {e["label"] for e in MEMBERS + NONMEMBERS}
     for entries in sets:
-        assert set(_patients(entries)) <= pool
-        assert 0.4 * len(pool) <= len(_patients(entries)) <= 0.6 * len(pool)
+        assert {e["label"] for e in entries} == labels
         whole = {p: 3 for p in _patients(entries)}
         assert {p: sum(e["patient"] == p for e in entries) for p in whole} == whole
+
+
+def test_each_patient_is_scored_against_the_pair_models_that_never_saw_it(
+    tmp_path: Path,
+) -> None:
+    """The reference logit of a known patient is the mean over pairs of the model that
+    did not train on it (checked against each model scored on its own); a D_Q patient
+    takes one model of each pair; changing n_references to an odd number is refused."""
+    audit = _audit(tmp_path, _patients(MEMBERS), "pairs")
+    reference = audit.fit_reference()
+    models = [set(_patients(s)) for s in audit.reference_sets()]
+    logits = [
+        audit._logits(_net(sorted(m), noise=k + 1))  # RememberingTrainer's k-th model
+        for k, m in enumerate(models)
+    ]
+    for role in ("members", "nonmembers"):
+        patients = logits[0][role][0]
+        for i, patient in enumerate(patients):
+            outside = [logits[k][role][1][i] for k in range(4) if patient not in models[k]]
+            assert len(outside) == 2
+            assert reference.reference_mean[role][i] == pytest.approx(np.mean(outside))
+    for i in range(len(reference.reference_mean["query"])):
+        choices = [
+            [logits[k][role][1][i] for k in pair]
+            for role in ("query",)
+            for pair in ((0, 1), (2, 3))
+        ]
+        means = [np.mean([a, b]) for a in choices[0] for b in choices[1]]
+        assert min(abs(reference.reference_mean["query"][i] - m) for m in means) < 1e-9
+    with pytest.raises(ValueError, match="even number of at least 4"):
+        _audit(tmp_path, _patients(MEMBERS), "odd", n_references=5)
 
 
 def test_remembered_and_forgotten_provider(tmp_path: Path) -> None:

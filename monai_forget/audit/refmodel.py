@@ -55,6 +55,7 @@ __all__ = [
     "auc",
     "calibrated_scores",
     "logit_confidence",
+    "out_of_pair_logits",
     "permutation_pvalue",
     "pooled_sigma",
     "refmodel_decision",
@@ -102,6 +103,49 @@ def calibrated_scores(
             "target outputs; score the same samples with every model"
         )
     return (target_phi - reference_phi.mean(axis=0)) / sigma
+
+
+def out_of_pair_logits(phi: np.ndarray, trained_on: np.ndarray, seed: object = 0) -> np.ndarray:
+    """Each unit's logits under the model of every reference pair that never trained on it.
+
+    Reference models 2j and 2j + 1 are a pair trained on complementary halves of the
+    known samples (ours: so every known sample can be scored, none set aside to train
+    the reference models). A known sample is in exactly one half of each pair, so its
+    reference is the other model; a sample in neither half (D_Q) takes one model of
+    each pair at random (seeded). Every unit thus has K / 2 reference models that never
+    trained on it, drawn alike, which keeps D_Q exchangeable with the known non-members.
+
+    Args:
+        phi: ``(K, N)`` logits of K reference models (K even) on N units.
+        trained_on: ``(K, N)`` booleans, model k trained on unit n.
+        seed: seed of the choice for units in neither half.
+
+    Returns:
+        ``(K / 2, N)`` logits, one row per pair.
+
+    Raises:
+        ValueError: an odd number of models, or both models of a pair trained on a unit.
+    """
+    phi = np.atleast_2d(np.asarray(phi, dtype=np.float64))
+    trained_on = np.asarray(trained_on, dtype=bool)
+    if phi.shape[0] % 2 or phi.shape != trained_on.shape:
+        raise ValueError(
+            f"{phi.shape[0]} reference models with membership of shape {trained_on.shape}: "
+            "pairs of models (an even number), one membership row per model"
+        )
+    rng = np.random.default_rng(seed)
+    rows = []
+    for first, second in zip(phi[::2], range(1, phi.shape[0], 2), strict=True):
+        in_first, in_second = trained_on[second - 1], trained_on[second]
+        if np.any(in_first & in_second):
+            raise ValueError(
+                f"reference models {second - 1} and {second} both trained on a unit: a "
+                "pair trains on complementary halves"
+            )
+        either = rng.random(phi.shape[1]) < 0.5
+        use_second = in_first | (~in_second & either)
+        rows.append(np.where(use_second, phi[second], first))
+    return np.stack(rows)
 
 
 def pooled_sigma(reference_phi: np.ndarray) -> float:

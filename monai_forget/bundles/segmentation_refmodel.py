@@ -7,8 +7,8 @@ slices look alike, and a model that trained on some of a patient's slices fits t
 others better), so a test over slices would overstate its evidence. Here the unit is the
 **patient**: a model's per-slice score ``s`` (:mod:`monai_forget.segmentation.scores`)
 is put on LiRA's logit scale, ``log s - log(1 - s)``, and averaged over the patient's
-slices; every split (known members and non-members into reference-training and scored
-halves, each reference model's training subset) is by patient, stratified by group.
+slices; every split (each pair of reference models' complementary halves) is by
+patient, stratified by group.
 """
 
 from __future__ import annotations
@@ -23,7 +23,12 @@ import numpy as np
 from torch import nn
 
 from monai_forget.audit import AuditResult, RefModelReference, write_report
-from monai_forget.audit.refmodel import ROLES, logit_confidence, pooled_sigma
+from monai_forget.audit.refmodel import (
+    ROLES,
+    logit_confidence,
+    out_of_pair_logits,
+    pooled_sigma,
+)
 from monai_forget.bundles.segmentation import BundleShadowTrainer, labelled_slices, split_by_patient
 from monai_forget.bundles.weights import check_outputs, load_weights
 from monai_forget.defaults import REFMODEL_ALPHA, REFMODEL_MIN_POWER, REFMODEL_REFERENCES
@@ -61,12 +66,17 @@ def patient_logits(scores: SegmentationScores, score: str) -> tuple[list[str], n
 class SegmentationReferenceAudit:
     """Has a segmentation model forgotten a provider's patients? Three-way answer.
 
-    Known members (training patients of the retained providers) and known non-members
-    (held-out patients) are each split in half by patient: one half of each trains the
-    reference models, the other half is scored. Reference model k trains, by the
-    bundle's own ``train.json`` (:class:`BundleShadowTrainer`), on a seeded
-    ``reference_fraction`` of those patients (stratified by group, seed ``seed + k``),
-    so no reference model ever sees a scored patient (LiRA's offline setting).
+    The reference models come in pairs, each pair trained, by the bundle's own
+    ``train.json`` (:class:`BundleShadowTrainer`), on the two complementary halves of
+    the known patients (training patients of the retained providers and held-out
+    patients; pair j's halves are split by patient, stratified by group, with seed
+    ``seed + j``). Every known patient is scored, each against the model of every pair
+    that never trained on it, and every D_Q patient against one model of each pair at
+    random (:func:`~monai_forget.audit.refmodel.out_of_pair_logits`): LiRA's offline
+    setting for every score, with no known patient set aside to train the reference
+    models (ours: ACDC's 30 held-out patients are all the known non-members there are,
+    and with half of them training the reference models the test lacked the power to
+    call a retrained model forgotten).
 
     Writes ``refmodel.json`` (the :class:`~monai_forget.audit.AuditResult`, per-patient
     arrays included), ``refmodel_reference.json`` (what the reference models learned)
@@ -84,8 +94,8 @@ class SegmentationReferenceAudit:
         provider: the provider's name.
         scenario: free text naming the audited model.
         score: the per-slice score (:data:`~monai_forget.segmentation.SCORE_NAMES`).
-        n_references: reference models (at least 2; 8 or more for power).
-        reference_fraction: share of the reference patients each reference model trains on.
+        n_references: reference models, an even number of at least 4 (pairs; 8 or more
+            for power).
         alpha: level of the set-level test.
         min_power: power the test needs before D_Q is called forgotten.
         roi_size: inference window.
@@ -109,7 +119,6 @@ class SegmentationReferenceAudit:
         scenario: str = "",
         score: str = "foreground_confidence",
         n_references: int = REFMODEL_REFERENCES,
-        reference_fraction: float = 0.5,
         alpha: float = REFMODEL_ALPHA,
         min_power: float = REFMODEL_MIN_POWER,
         roi_size: Sequence[int] = (256, 256),
@@ -120,10 +129,12 @@ class SegmentationReferenceAudit:
     ) -> None:
         if score not in SCORE_NAMES:
             raise ValueError(f"score must be one of {SCORE_NAMES}, got {score!r}")
-        if n_references < 2:
-            raise ValueError(f"n_references={n_references}: at least 2 (8 or more for power)")
-        if not 0.0 < reference_fraction < 1.0:
-            raise ValueError(f"reference_fraction must be in (0, 1), got {reference_fraction}")
+        if n_references < 4 or n_references % 2:
+            raise ValueError(
+                f"n_references={n_references}: the reference models come in pairs and the "
+                "spread needs two of them per patient, so an even number of at least 4 (8 "
+                "or more for power)"
+            )
         sets = {"D_Q": query, "the known members": members, "the known non-members": nonmembers}
         names = list(sets)
         for i, a in enumerate(names):
@@ -135,14 +146,16 @@ class SegmentationReferenceAudit:
                         "member or not as a whole; keep these sets apart by patient"
                     )
         self.network, self.target_ckpt = network, Path(target_ckpt)
-        m_pool, m_scored = split_by_patient(members, 0.5, seed)
-        n_pool, n_scored = split_by_patient(nonmembers, 0.5, seed)
-        self.entries = {"query": list(query), "members": m_scored, "nonmembers": n_scored}
-        self.population = m_pool + n_pool
+        self.entries = {
+            "query": list(query),
+            "members": list(members),
+            "nonmembers": list(nonmembers),
+        }
+        self.population = [*members, *nonmembers]
         self.loading, self.trainer = loading, trainer
         self.output_dir, self.provider, self.scenario = Path(output_dir), str(provider), scenario
         self.score, self.n_references = score, int(n_references)
-        self.reference_fraction, self.alpha, self.min_power = reference_fraction, alpha, min_power
+        self.alpha, self.min_power = alpha, min_power
         self.roi_size, self.device, self.cache_dir = tuple(roi_size), device, cache_dir
         self.seed, self.overwrite = int(seed), bool(overwrite)
 
@@ -156,11 +169,12 @@ class SegmentationReferenceAudit:
         return {role: labelled_slices(self.entries[role], self.loading) for role in ROLES}
 
     def reference_sets(self) -> list[list[dict[str, Any]]]:
-        """Reference model k's training entries: a seeded share of the reference patients."""
-        return [
-            split_by_patient(self.population, self.reference_fraction, self.seed + k)[0]
-            for k in range(self.n_references)
-        ]
+        """The reference models' training entries: pair j (models 2j, 2j + 1) trains on
+        the two halves of the known patients split with seed ``seed + j``."""
+        sets = []
+        for pair in range(self.n_references // 2):
+            sets.extend(split_by_patient(self.population, 0.5, self.seed + pair))
+        return sets
 
     def _logits(self, model: nn.Module) -> dict[str, tuple[list[str], np.ndarray]]:
         """Role -> (patients, the model's per-patient logits)."""
@@ -177,13 +191,22 @@ class SegmentationReferenceAudit:
         return out
 
     def fit_reference(self) -> RefModelReference:
-        """Train (or reuse) the reference models and record their per-patient logits."""
-        per_model = []
+        """Train (or reuse) the reference models and record, for every patient, the
+        logits of the models of each pair that never trained on it."""
+        per_model, trained = [], []
         for k, entries in enumerate(self.reference_sets()):
             path = self.trainer.train(entries, f"reference model {k + 1}/{self.n_references}")
             per_model.append(self._logits(load_weights(self.network(), path, self.device)))
-        phi = {role: np.stack([m[role][1] for m in per_model]) for role in ROLES}
+            trained.append({e["patient"] for e in entries})
         patients = {role: per_model[0][role][0] for role in ROLES}
+        phi = {
+            role: out_of_pair_logits(
+                np.stack([m[role][1] for m in per_model]),
+                [[p in t for p in patients[role]] for t in trained],
+                seed=[self.seed, i],
+            )
+            for i, role in enumerate(ROLES)
+        }
         return RefModelReference(
             hashes={role: np.asarray(patients[role], dtype=str) for role in ROLES},
             labels={role: np.zeros(len(patients[role]), dtype=np.int64) for role in ROLES},
@@ -210,6 +233,8 @@ class SegmentationReferenceAudit:
                 "score": self.score,
                 "unit": "patient",
                 "patients": patients,
+                "reference_design": "complementary pairs",
+                "references_per_patient": self.n_references // 2,
                 "scenario": self.scenario,
             }
         )
