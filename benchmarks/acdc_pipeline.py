@@ -292,6 +292,53 @@ def withdrawal(
     return out
 
 
+RESAMPLE_DRAWS = 200
+
+
+def resampled_decisions(result: dict, draws: int = RESAMPLE_DRAWS) -> dict[str, dict]:
+    """The audit's decisions on sub-audits drawn from one audit's per-patient scores.
+
+    Two kinds of draw, each re-fitting the cross-fitted map and re-running the test:
+    ``D_Q subset`` audits 10 or 20 of D_Q's patients against every known patient;
+    ``held-out as D_Q`` audits 10 of the known non-members as if they were D_Q, against
+    the known members and the other non-members (a null for any model: none of them
+    was trained on). The draws share one target and one set of reference models, so
+    they measure the spread over the patients audited, not over training runs.
+    """
+    from scipy.stats import binomtest
+
+    from monai_forget.audit.refmodel import MembershipCalibration, refmodel_decision, set_test
+
+    arrays, details = result["arrays"], result["details"]
+    query, members = np.asarray(arrays["query_score"]), np.asarray(arrays["members_score"])
+    nonmembers = np.asarray(arrays["nonmembers_score"])
+    rng = np.random.default_rng(0)
+    kinds = {"D_Q subset, 10": (query, 10), "D_Q subset, 20": (query, 20)}
+    kinds["held-out as D_Q, 10"] = (nonmembers, 10)
+    out = {}
+    for kind, (pool, size) in kinds.items():
+        counts = dict.fromkeys(("not forgotten", "forgotten", "inconclusive"), 0)
+        for draw in range(draws):
+            chosen = np.zeros(pool.size, dtype=bool)
+            chosen[rng.choice(pool.size, size, replace=False)] = True
+            compared = nonmembers[~chosen] if pool is nonmembers else nonmembers
+            calibration = MembershipCalibration.fit(members, compared, seed=draw)
+            test = set_test(
+                pool[chosen],
+                calibration,
+                alpha=details["alpha"],
+                min_power=details["min_power"],
+                seed=draw,
+            )
+            decision = refmodel_decision(test, details["alpha"], details["min_power"])
+            counts[decision] += 1
+        out[kind] = {
+            decision: (n, *binomtest(n, draws).proportion_ci(method="wilson"))
+            for decision, n in counts.items()
+        }
+    return out
+
+
 def fedavg(clients, config, seed: int):
     """FedAvg in one process over the federation's own providers (the clients' local
     recipe, equal weights), seeded."""
@@ -421,10 +468,11 @@ def report(seg: dict, diag: dict, audit: dict | None, fed: dict | None) -> None:
         say("Reference models (the decision; unit: patient):")
         say()
         say(
-            "| model | reference models | D_Q patients | p_member | members' AUC "
+            "| model | reference models | D_Q patients | known members + non-members "
+            "| p_member | members' AUC "
             "| members' effect (low) | power | remembered fraction [95 % CI] | decision |"
         )
-        say("|---|---|---|---|---|---|---|---|---|")
+        say("|---|---|---|---|---|---|---|---|---|---|")
         rows = [(case, audit[case]["refmodel"]) for case in ("a", "b")]
         rows += [(case, r) for case in ("a", "b") for r in audit[f"{case}_fewer"].values()]
         for case, r in rows:
@@ -432,7 +480,8 @@ def report(seg: dict, diag: dict, audit: dict | None, fed: dict | None) -> None:
             # an unbounded interval (Fieller) is stored as the strings "-inf", "inf"
             lo, hi = (float(x) for x in d["remembered_fraction_interval"])
             say(
-                f"| ({case}) | {d['n_references']} | {r['sizes']['query']} | {r['statistic']:.3g} "
+                f"| ({case}) | {d['n_references']} | {r['sizes']['query']} "
+                f"| {r['sizes']['members']} + {r['sizes']['nonmembers']} | {r['statistic']:.3g} "
                 f"| {d['member_auc']:.2f} | {d['member_effect_low']:.3f} | {d['power']:.2f} "
                 f"| {d['remembered_fraction']:.2f} [{lo:.2f}, {hi:.2f}] | {r['decision']} |"
             )
@@ -440,6 +489,26 @@ def report(seg: dict, diag: dict, audit: dict | None, fed: dict | None) -> None:
         say(
             "Right answers: (a) not forgotten, (b) forgotten; inconclusive is never wrong. "
             "Audits with fewer reference models use the first of the same models."
+        )
+        say()
+        say(
+            f"Sub-audits drawn from the {audit['a']['refmodel']['details']['n_references']}-"
+            f"model audits' per-patient scores ({RESAMPLE_DRAWS} draws each; the map and the "
+            "test re-run per draw; one target and one set of reference models, so the spread "
+            "is over the patients audited, not over training runs; Wilson 95 % intervals):"
+        )
+        say()
+        say("| model | draw | not forgotten | forgotten | inconclusive |")
+        say("|---|---|---|---|---|")
+        for case in ("a", "b"):
+            for kind, counts in resampled_decisions(audit[case]["refmodel"]).items():
+                cells = [f"{n} ({lo:.3f}-{hi:.3f})" for n, lo, hi in counts.values()]
+                say(f"| ({case}) | {kind} | " + " | ".join(cells) + " |")
+        say()
+        say(
+            "Right answers: a D_Q subset of (a) is not forgotten, of (b) forgotten; held-out "
+            'patients are forgotten for both models (never trained on), so a "not '
+            'forgotten" there is a false alarm.'
         )
     if audit is not None and "by_score" in audit["a"]:
         say()
