@@ -15,7 +15,8 @@ user types them) in a work folder, then prints (markdown):
    design: (a) the cpu model of step 1, trained with provider ``random2``, (b) retrained
    without it, both audited by ``audit.json``: reference models by patient
    (``--n-references``, the decision; again with the first ``--fewer-references`` of
-   them, from the cache), then K-S and EMA on per-image scores;
+   them, from the cache; and sub-audits drawn from the per-patient scores, with their
+   decision counts), then K-S and EMA on per-image scores;
 4. the federated feature task (``monai_forget.fl.run.acdc_feature_federation``): test
    accuracy of FedAvg in one process for seeds 0-2 and of one NVIDIA FLARE run.
 
