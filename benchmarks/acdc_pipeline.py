@@ -299,7 +299,8 @@ RESAMPLE_DRAWS = 200
 def resampled_decisions(result: dict, draws: int = RESAMPLE_DRAWS) -> dict[str, dict]:
     """The audit's decisions on sub-audits drawn from one audit's per-patient scores.
 
-    Two kinds of draw, each re-fitting the cross-fitted map and re-running the test:
+    Two kinds of draw, each re-fitting the cross-fitted map and re-running the test (not
+    the shift check, which reads the reference models' logits of the whole sets):
     ``D_Q subset`` audits 10 or 20 of D_Q's patients against every known patient;
     ``held-out as D_Q`` audits 10 of the known non-members as if they were D_Q, against
     the known members and the other non-members (a null for any model: none of them
