@@ -315,15 +315,19 @@ def resampled_decisions(result: dict, draws: int = RESAMPLE_DRAWS) -> dict[str, 
     query, members = np.asarray(arrays["query_score"]), np.asarray(arrays["members_score"])
     nonmembers = np.asarray(arrays["nonmembers_score"])
     rng = np.random.default_rng(0)
-    kinds = {"D_Q subset, 10": (query, 10), "D_Q subset, 20": (query, 20)}
-    kinds["held-out as D_Q, 10"] = (nonmembers, 10)
+    # kind -> (pool drawn from, draw size, whether the draw leaves the compared non-members)
+    kinds = {
+        "D_Q subset, 10": (query, 10, False),
+        "D_Q subset, 20": (query, 20, False),
+        "held-out as D_Q, 10": (nonmembers, 10, True),
+    }
     out = {}
-    for kind, (pool, size) in kinds.items():
+    for kind, (pool, size, held_out) in kinds.items():
         counts = dict.fromkeys(("not forgotten", "forgotten", "inconclusive"), 0)
         for draw in range(draws):
             chosen = np.zeros(pool.size, dtype=bool)
             chosen[rng.choice(pool.size, size, replace=False)] = True
-            compared = nonmembers[~chosen] if pool is nonmembers else nonmembers
+            compared = nonmembers[~chosen] if held_out else nonmembers
             calibration = MembershipCalibration.fit(members, compared, seed=draw)
             test = set_test(
                 pool[chosen],

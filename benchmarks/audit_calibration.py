@@ -478,11 +478,13 @@ def write_error_rates(done: dict[str, dict], args: argparse.Namespace) -> None:
             "auditor": auditor, "k": int(k), "kind": kind, "size": int(size), "draws": n,
             "forgotten": _rate(c[FORGOTTEN], n), "not_forgotten": _rate(c[NOT_FORGOTTEN], n),
             "inconclusive": _rate(c[INCONCLUSIVE], n),
+            **({"design": args.design} if auditor == "refmodel" else {}),
         })  # fmt: skip
     path = Path(args.error_rates)
-    if path.is_file():  # the auditors not run this time keep their measured rows
+    if path.is_file():  # the auditors (and designs) not run this time keep their rows
         kept = json.loads(path.read_text())["cells"]
-        rows = [r for r in kept if r["auditor"] not in args.auditors] + rows
+        ran = {(r["auditor"], r.get("design")) for r in rows}
+        rows = [r for r in kept if (r["auditor"], r.get("design")) not in ran] + rows
     source = f"benchmarks/audit_calibration.py (seed {args.seed}, {args.references} references)"
     path.write_text(json.dumps({"source": source, "cells": rows}, indent=1))
 

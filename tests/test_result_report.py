@@ -125,3 +125,31 @@ def test_report_shows_long_values_whole():
     assert len(json.dumps(thresholds)) > 2000
     assert json.dumps(thresholds) in html
     assert "x" * 900 + "END" in html
+
+
+def test_report_quotes_the_error_rates_of_the_design_that_decided() -> None:
+    """The shipped rates file holds both reference designs; a report quotes the rows of
+    its own design (the segmentation audit's paired one, else the classifier's
+    population one) at the nearest measured |D_Q|, and none for an unknown design."""
+    import json
+    from importlib import resources
+
+    from monai_forget.audit.report import measured_error_rates
+
+    cells = json.loads(
+        resources.files("monai_forget.audit").joinpath("measured_error_rates.json").read_text()
+    )["cells"]
+    refmodel = [c for c in cells if c["auditor"] == "refmodel" and c["k"] == 100]
+    for design in ("population", "paired"):
+        rows = measured_error_rates("refmodel", 35, design)
+        expected = [c for c in refmodel if c["design"] == design and c["size"] == 50]
+        assert rows == expected and rows
+    assert measured_error_rates("refmodel", 35, "paired") != measured_error_rates("refmodel", 35)
+    assert measured_error_rates("refmodel", 35, "unknown") == []
+    result = _refmodel_result(0.0, "provider P")
+    result.details["reference_design"] = "paired"
+    html = render_report([result], title="Audit")
+    paired = measured_error_rates("refmodel", 40, "paired")
+    population = measured_error_rates("refmodel", 40)
+    assert all(r["not_forgotten"] in html for r in paired)
+    assert any(r["not_forgotten"] not in html for r in population)

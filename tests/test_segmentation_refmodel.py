@@ -174,11 +174,7 @@ def test_each_patient_is_scored_against_the_pair_models_that_never_saw_it(
             assert len(outside) == 2
             assert reference.reference_mean[role][i] == pytest.approx(np.mean(outside))
     for i in range(len(reference.reference_mean["query"])):
-        choices = [
-            [logits[k][role][1][i] for k in pair]
-            for role in ("query",)
-            for pair in ((0, 1), (2, 3))
-        ]
+        choices = [[logits[k]["query"][1][i] for k in pair] for pair in ((0, 1), (2, 3))]
         means = [np.mean([a, b]) for a in choices[0] for b in choices[1]]
         assert min(abs(reference.reference_mean["query"][i] - m) for m in means) < 1e-9
     with pytest.raises(ValueError, match="even number of at least 4"):

@@ -135,16 +135,16 @@ def out_of_pair_logits(phi: np.ndarray, trained_on: np.ndarray, seed: object = 0
         )
     rng = np.random.default_rng(seed)
     rows = []
-    for first, second in zip(phi[::2], range(1, phi.shape[0], 2), strict=True):
-        in_first, in_second = trained_on[second - 1], trained_on[second]
+    for first in range(0, phi.shape[0], 2):
+        in_first, in_second = trained_on[first], trained_on[first + 1]
         if np.any(in_first & in_second):
             raise ValueError(
-                f"reference models {second - 1} and {second} both trained on a unit: a "
+                f"reference models {first} and {first + 1} both trained on a unit: a "
                 "pair trains on complementary halves"
             )
         either = rng.random(phi.shape[1]) < 0.5
         use_second = in_first | (~in_second & either)
-        rows.append(np.where(use_second, phi[second], first))
+        rows.append(np.where(use_second, phi[first + 1], phi[first]))
     return np.stack(rows)
 
 

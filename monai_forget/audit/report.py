@@ -31,14 +31,24 @@ NAMES = {"refmodel": "reference models", "ks": "K-S (Liu & Tsaftaris 2020)",
          "ema": "EMA (Huang et al. 2021)"}  # fmt: skip
 
 
-def measured_error_rates(method: str, query_size: int) -> list[dict[str, Any]]:
+def measured_error_rates(
+    method: str, query_size: int, design: str = "population"
+) -> list[dict[str, Any]]:
     """The benchmark's error rates for ``method`` at the measured |D_Q| nearest
-    ``query_size`` (calibration quality 100 %), one row per data set and query kind."""
+    ``query_size`` (calibration quality 100 %), one row per data set and query kind.
+
+    ``design`` is the reference models' design (``"population"``: the classifier
+    auditor's; ``"paired"``: complementary pairs, the segmentation audit's), so a report
+    quotes the rates of the design that made its decision; other methods have none."""
     path = resources.files("monai_forget.audit").joinpath("measured_error_rates.json")
     if not path.is_file():
         return []
     rates = json.loads(path.read_text())
-    rows = [r for r in rates.get("cells", []) if r["auditor"] == method and r["k"] == 100]
+    rows = [
+        r
+        for r in rates.get("cells", [])
+        if r["auditor"] == method and r["k"] == 100 and r.get("design", design) == design
+    ]
     if not rows:
         return []
     sizes = sorted({r["size"] for r in rows})
@@ -89,7 +99,11 @@ def _section(result: AuditResult) -> dict[str, Any]:
         "details": [(k, to_json(v, indent=None)) for k, v in details.items() if k != "warnings"],
         "warnings": warnings,
         "tpr_at_low_fpr": low,
-        "rates": measured_error_rates(result.method, result.sizes.get("query", 0)),
+        "rates": measured_error_rates(
+            result.method,
+            result.sizes.get("query", 0),
+            result.details.get("reference_design", "population"),
+        ),
         "breakdown": _breakdown(result),
         "provenance": to_json(result.provenance),
     }

@@ -233,7 +233,7 @@ class SegmentationReferenceAudit:
                 "score": self.score,
                 "unit": "patient",
                 "patients": patients,
-                "reference_design": "complementary pairs",
+                "reference_design": "paired",  # measured_error_rates' design
                 "references_per_patient": self.n_references // 2,
                 "scenario": self.scenario,
             }
