@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from bundle_runs import BUNDLES, SCHEMA
+from bundle_runs import BUNDLES
+from commands import SCHEMA
 from ignite.engine import Engine, Events
 
 from monai_forget.bundles import (
