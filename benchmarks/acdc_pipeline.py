@@ -43,6 +43,8 @@ from pathlib import Path
 import numpy as np
 from _markdown import log, say, write  # benchmarks/_markdown.py, next to this script
 
+from monai_forget.audit.result import share_text
+
 REPO = Path(__file__).resolve().parents[1]
 #: the documented datalist: two seeded random providers, seed 0
 SEEDED = ["--random-sites", "2", "--seed", "0"]
@@ -310,6 +312,7 @@ def resampled_decisions(result: dict, draws: int = RESAMPLE_DRAWS) -> dict[str, 
     from scipy.stats import binomtest
 
     from monai_forget.audit.refmodel import MembershipCalibration, refmodel_decision, set_test
+    from monai_forget.defaults import REFMODEL_MARGIN
 
     arrays, details = result["arrays"], result["details"]
     query, members = np.asarray(arrays["query_score"]), np.asarray(arrays["members_score"])
@@ -333,10 +336,10 @@ def resampled_decisions(result: dict, draws: int = RESAMPLE_DRAWS) -> dict[str, 
                 pool[chosen],
                 calibration,
                 alpha=details["alpha"],
-                min_power=details["min_power"],
+                margin=details.get("margin", REFMODEL_MARGIN),
                 seed=draw,
             )
-            decision = refmodel_decision(test, details["alpha"], details["min_power"])
+            decision = refmodel_decision(test, details["alpha"])
             counts[decision] += 1
         out[kind] = {
             decision: (n, *binomtest(n, draws).proportion_ci(method="wilson"))
@@ -476,20 +479,19 @@ def report(seg: dict, diag: dict, audit: dict | None, fed: dict | None) -> None:
         say(
             "| model | reference models | D_Q patients | known members + non-members "
             "| p_member | members' AUC "
-            "| members' effect (low) | power | remembered fraction [95 % CI] | decision |"
+            "| members' effect (low) | remembered share [upper bound] | decision |"
         )
-        say("|---|---|---|---|---|---|---|---|---|---|")
+        say("|---|---|---|---|---|---|---|---|---|")
         rows = [(case, audit[case]["refmodel"]) for case in ("a", "b")]
         rows += [(case, r) for case in ("a", "b") for r in audit[f"{case}_fewer"].values()]
         for case, r in rows:
             d = r["details"]
-            # an unbounded interval (Fieller) is stored as the strings "-inf", "inf"
-            lo, hi = (float(x) for x in d["remembered_fraction_interval"])
             say(
                 f"| ({case}) | {d['n_references']} | {r['sizes']['query']} "
                 f"| {r['sizes']['members']} + {r['sizes']['nonmembers']} | {r['statistic']:.3g} "
-                f"| {d['member_auc']:.2f} | {d['member_effect_low']:.3f} | {d['power']:.2f} "
-                f"| {d['remembered_fraction']:.2f} [{lo:.2f}, {hi:.2f}] | {r['decision']} |"
+                f"| {d['member_auc']:.2f} | {d['member_effect_low']:.3f} "
+                f"| {share_text(d['remembered_share'])} [{share_text(d['remembered_share_upper'])}]"
+                f" | {r['decision']} |"
             )
         say()
         say(

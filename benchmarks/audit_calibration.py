@@ -1,532 +1,525 @@
-"""Measured error rates of every withdrawal auditor: many null and member query sets.
+"""Error rates of the reference-model auditor over many trainings: every model redrawn.
 
-For each data set, one consortium model (the target) is trained once; the auditor holds
-data it controls (the population P, from which the reference/shadow models are trained
-and which is D_C for K-S and EMA), plus known members and known non-members of the
-target. Query sets D_Q are then drawn many times from pools the auditor never used:
+For each data set and seed, the data are cut afresh and a target, a second target and 8
+reference models are trained; query sets D_Q are then drawn many times and audited with
+the product's decision (:mod:`monai_forget.audit.refmodel`). Rates are pooled over the
+seeds' trainings (so they include the training-to-training spread) and given with 95 %
+Wilson intervals and the range of the per-training rates.
 
-- ``non-members``: |D_Q| samples the target never saw (right answer: forgotten);
-- ``members``: |D_Q| samples of the target's training set (right: not forgotten);
-- ``10% remembered`` / ``50% remembered``: that share of D_Q from the training set, the
-  rest unseen (right: not forgotten; a partly withdrawn provider).
+Data (``$MONAI_FORGET_DATA``; deduplicated by content, source A permuted per seed)
+    ===============  =================================  ==================================
+    data set         source A (the consortium's)        source B (another site)
+    ===============  =================================  ==================================
+    MNIST test set   the first 5,000 (NIST SD-3:        the last 5,000 (NIST SD-1: high
+                     Census Bureau employees)           school students; LeCun's notes)
+    PneumoniaMNIST   train + val splits (5,232)         test split (624, collected apart)
+    ===============  =================================  ==================================
 
-Cells: |D_Q| in {20, 50, 200} at calibration quality k = 100, and EMA's low-quality
-calibration k in {80, 60, 40} (k% of the auditor's data clean, the rest rotated or noised
-as in benchmarks/withdrawal_audit_grid.py, after the EMA reference code) at |D_Q| in
-{50, 200} for non-members and members. For every auditor and cell the script prints the
-rate of each decision with 95 % Wilson intervals: false "forgotten" on members, false
-"not forgotten" on non-members, inconclusive.
+    Source A, per seed: the target's training set (1,500: 500 known members, 1,000 for
+    member queries), never-seen queries (1,000 MNIST, 1,100 PneumoniaMNIST), 1,000 known
+    non-members, and the population P (the rest) on which reference model k trains on a
+    seeded half (``monai_forget.shadow.reference_jobs``). The auditor never has data of
+    source B besides D_Q.
 
-Cost: the reference-model auditor and EMA reuse their models across draws (trained once
-per data set and quality level), so their draws are cheap; K-S trains a query shadow
-model on every D_Q (Liu & Tsaftaris 2020, Alg. 1), so it gets ``--ks-draws`` draws per
-cell and only the full-quality member and non-member cells (its error rates on many
-draws are in ``benchmarks/results/withdrawal_audit_grid.md``). Models and predictions
-are cached in ``--cache-dir``; finished cells are kept in
-``<cache-dir>/cells.json`` so an interrupted run resumes.
+Cells (the remembered share of D_Q x |D_Q|)
+    - ``same``: D_Q from source A, a share in {0, 0.1, 0.25, 0.5, 1} of it from the
+      target's training set, |D_Q| in {20, 50, 200, 1000}.
+    - ``other site``: D_Q from source B, which the target never saw (a provider whose
+      site no known non-member comes from), |D_Q| in {20, 50, 200, 600 or 1000}.
+    - ``other site, trained on it``: a second target trained on the same set plus part of
+      source B (1,000 MNIST, 300 PneumoniaMNIST images); D_Q from source B, a share in
+      {0, 0.25, 0.5, 1} of it from those images, |D_Q| in {20, 50, 200}.
 
-Run::
+    Decisions at margins 0.1, 0.25 and 0.5 (alpha 0.05). An error is "forgotten" when the
+    true share is at or above the margin, and "not forgotten" on a never-seen D_Q.
 
-    python benchmarks/audit_calibration.py --out benchmarks/results/audit_calibration.md
-    python benchmarks/audit_calibration.py --quick   # a few draws, for a smoke test
+Development seeds (``--dev-seeds``, 100 and 101) chose the per-sample score and its
+coefficient, the upper bound's variance and the default margin; the rates are measured on
+``--seeds`` (0-4), which chose nothing. The per-sample signal table compares the scores
+on the known members and non-members of every training.
+
+Run (about 35 min on 2 cores, most of it training; models and outputs are cached in
+``--cache-dir``)::
+
+    python benchmarks/audit_calibration.py --out benchmarks/results/audit_calibration.md \\
+        --error-rates monai_forget/audit/measured_error_rates.json
+    python benchmarks/audit_calibration.py --quick   # one seed, few draws: a smoke test
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import scipy.stats
 import torch
+from sklearn.metrics import roc_auc_score, roc_curve
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _markdown import log, say, write
-from withdrawal_audit_grid import (
-    MNIST_RECIPE,
-    PNEUMONIA_RECIPE,
-    _permute,
-    _unique,
-    degrade,
-)
+from withdrawal_audit_grid import MNIST_RECIPE, PNEUMONIA_RECIPE, _unique
 
-from monai_forget.audit import (
-    FORGOTTEN,
-    INCONCLUSIVE,
-    NOT_FORGOTTEN,
-    EMAAuditor,
-    ReferenceModelAuditor,
-    ks_calibrated_ratio,
-)
+from monai_forget.audit import FORGOTTEN, INCONCLUSIVE, NOT_FORGOTTEN
 from monai_forget.audit.refmodel import (
     MembershipCalibration,
-    auc,
     logit_confidence,
-    out_of_pair_logits,
     refmodel_decision,
+    rmia_scores,
     set_test,
     shift_check,
+    shift_signal,
+    true_class_probability,
 )
-from monai_forget.data import (
-    LabelledImages,
-    concat,
-    data_root,
-    load_mnist_test,
-    load_pneumoniamnist,
-)
-from monai_forget.inference import Predictions, predict
-from monai_forget.shadow import ShadowTrainer, SupervisedRecipe
+from monai_forget.data import concat, data_root, load_mnist_test, load_pneumoniamnist
+from monai_forget.inference import predict
+from monai_forget.shadow import ShadowTrainer
+from monai_forget.shadow.reference import reference_jobs
 
-KINDS = {"non-members": 0.0, "10% remembered": 0.1, "50% remembered": 0.5, "members": 1.0}
-SIZES = (20, 50, 200)
-QUALITY = (80, 60, 40)
-QUALITY_SIZES = (50, 200)
-AUDITORS = ("refmodel", "ema", "ks")
-
-
-@dataclass(frozen=True)
-class Pools:
-    """One data set cut for the benchmark (every part disjoint by content)."""
-
-    name: str
-    recipe: SupervisedRecipe
-    target_train: LabelledImages
-    members_known: LabelledImages
-    member_pool: LabelledImages
-    nonmembers_known: LabelledImages
-    nonmember_pool: LabelledImages
-    population: LabelledImages
+DATASETS = {"mnist": "MNIST", "pneumoniamnist": "PneumoniaMNIST"}
+SHARES = (0.0, 0.1, 0.25, 0.5, 1.0)
+SIZES = (20, 50, 200, 1000)
+MARGINS = (0.1, 0.25, 0.5)
+ALPHA = 0.05
+CUT = {
+    "mnist": {"target": 1500, "members": 500, "never": 1000, "nonmembers": 1000, "b_train": 1000},
+    "pneumoniamnist": {
+        "target": 1500,
+        "members": 500,
+        "never": 1100,
+        "nonmembers": 1000,
+        "b_train": 300,
+    },
+}
+DECISIONS = (FORGOTTEN, NOT_FORGOTTEN, INCONCLUSIVE)
 
 
-def _cut(name: str, recipe: SupervisedRecipe, data: LabelledImages, seed: int) -> Pools:
-    data = _permute(_unique(data), seed)
-    n = len(data)
-    bounds = np.cumsum([0.4, 0.2, 0.1, 0.3]) * n
-    target, q_non, n_known, pop = (
-        data.subset(slice(int(a), int(b))) for a, b in zip([0, *bounds[:-1]], bounds, strict=True)
-    )
-    t = len(target)
-    return Pools(
-        name,
-        recipe,
-        target,
-        target.subset(slice(0, t // 4)),
-        target.subset(slice(t // 4, 3 * t // 4)),
-        n_known,
-        q_non,
-        pop,
-    )
-
-
-def load(name: str, seed: int) -> Pools:
+def sources(dataset: str):
+    """(recipe, source A, source B), each deduplicated, B without A's images."""
     root = data_root()
-    if name == "mnist":
-        return _cut("MNIST", MNIST_RECIPE, load_mnist_test(root), seed)
-    xray = concat(*(load_pneumoniamnist(s, root=root) for s in ("train", "val", "test")))
-    return _cut("PneumoniaMNIST", PNEUMONIA_RECIPE, xray, seed)
-
-
-@dataclass
-class Prepared:
-    """Everything a draw needs, computed once per data set and quality level."""
-
-    target_probs: dict[str, np.ndarray]  # pool -> target softmax on that pool
-    labels: dict[str, np.ndarray]
-    ref_mean: dict[str, np.ndarray]  # pool -> reference models' mean logit confidence
-    sigma: float
-    ema_reference: object | None  # None when EMA is not benchmarked
-    ks_calibration_conf: dict[str, np.ndarray] | None  # pool -> calibration shadow's t[y]
-    calibration: MembershipCalibration | None = None  # the reference-model audit's map
-
-    def score(self, pool: str, i: np.ndarray | slice = slice(None)) -> np.ndarray:
-        """Calibrated reference-model scores of the target on ``pool[i]``."""
-        phi = logit_confidence(self.target_probs[pool][i], self.labels[pool][i])
-        return (phi - self.ref_mean[pool][i]) / self.sigma
-
-
-def paired_reference_logits(
-    p: Pools,
-    known: LabelledImages,
-    pools: dict[str, LabelledImages],
-    seed: int,
-    cache: Path,
-    n_refs: int,
-) -> dict[str, np.ndarray]:
-    """The paired design: pairs of reference models on complementary halves of the known
-    members and non-members (no separate population); every pool's logits under the
-    model of each pair that never trained on the sample (``out_of_pair_logits``)."""
-    trainer = ShadowTrainer(p.recipe, cache_dir=cache)
-    models, trained = [], []
-    for pair in range(n_refs // 2):
-        for k, half in enumerate(known.split(0.5, seed=seed + 1000 + pair)):
-            models.append(trainer.train(half, seed=seed + 2 * pair + k))
-            trained.append(set(half.sample_hashes))
-    return {
-        name: out_of_pair_logits(
-            np.stack([_phi(predict(m, d, cache_dir=cache)) for m in models]),
-            [np.isin(d.sample_hashes, list(t)) for t in trained],
-            seed=[seed, i],
-        )
-        for i, (name, d) in enumerate(pools.items())
-    }  # fmt: skip
-
-
-def prepare(
-    p: Pools,
-    k: int,
-    seed: int,
-    cache: Path,
-    n_refs: int,
-    auditors: Sequence[str] = AUDITORS,
-    design: str = "population",
-) -> Prepared:
-    population = degrade(p.population, k, seed + 7)
-    nonmembers_known = degrade(p.nonmembers_known, k, seed + 8)
-    pools = {
-        "members_known": p.members_known,
-        "nonmembers_known": nonmembers_known,
-        "member_pool": p.member_pool,
-        "nonmember_pool": p.nonmember_pool,
-    }
-    options = {"recipe": p.recipe, "seed": seed, "cache_dir": cache}
-    target = ShadowTrainer(p.recipe, cache_dir=cache).train(p.target_train, seed=seed + 1)
-    log(f"  {p.name} k={k}: training {n_refs} reference models ({design}; cached)")
-    outs = {name: predict(target, d, cache_dir=cache) for name, d in pools.items()}
-    if design == "paired":
-        known = concat(p.members_known, nonmembers_known)
-        phis = paired_reference_logits(p, known, pools, seed, cache, n_refs)
+    if dataset == "mnist":
+        digits = load_mnist_test(root)
+        a, b = digits.subset(slice(0, 5000)), digits.subset(slice(5000, 10000))
+        recipe = MNIST_RECIPE
     else:
-        refs = ReferenceModelAuditor(**options, n_references=n_refs).reference_models(population)
-        phis = {
-            name: np.stack([_phi(predict(m, d, cache_dir=cache)) for m in refs])
-            for name, d in pools.items()
-        }
-    sigma = float(np.sqrt(np.mean(np.concatenate([np.var(v, 0, ddof=1) for v in phis.values()]))))
-    ema_reference, ks_conf = None, None
-    if "ema" in auditors:
-        log(f"  {p.name} k={k}: EMA reference model (cached)")
-        ema_reference = EMAAuditor(**options).fit_reference(population)
-    if "ks" in auditors:
-        log(f"  {p.name} k={k}: K-S calibration shadow (cached)")
-        ks_shadow = ShadowTrainer(p.recipe, cache_dir=cache).train(population, seed=seed)
-        ks_conf = {n: predict(ks_shadow, d, cache_dir=cache).confidence for n, d in pools.items()}
-    prepared = Prepared(
-        target_probs={n: o.probs for n, o in outs.items()},
-        labels={n: o.labels for n, o in outs.items()},
-        ref_mean={n: v.mean(0) for n, v in phis.items()},
-        sigma=sigma,
-        ema_reference=ema_reference,
-        ks_calibration_conf=ks_conf,
-    )
-    prepared.calibration = MembershipCalibration.fit(
-        prepared.score("members_known"), prepared.score("nonmembers_known"), seed
-    )
-    return prepared
+        a = concat(load_pneumoniamnist("train", root=root), load_pneumoniamnist("val", root=root))
+        b = load_pneumoniamnist("test", root=root)
+        recipe = PNEUMONIA_RECIPE
+    a, b = _unique(a), _unique(b)
+    return recipe, a, b.subset(~np.isin(b.sample_hashes, a.sample_hashes))
 
 
-def _phi(out: Predictions) -> np.ndarray:
-    return logit_confidence(out.probs, out.labels)
-
-
-def draw(p: Pools, kind: str, size: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    n_mem = round(KINDS[kind] * size)
-    idx = {
-        "member_pool": rng.choice(len(p.member_pool), n_mem, replace=False),
-        "nonmember_pool": rng.choice(len(p.nonmember_pool), size - n_mem, replace=False),
+def training(dataset: str, seed: int, cache: Path, references: int) -> dict[str, np.ndarray]:
+    """One training of the benchmark: every model's softmax on every image of both
+    sources, and the cut (cached as ``<cache>/outputs/<dataset>_<seed>.npz``)."""
+    out = cache / "outputs" / f"{dataset}_{seed}_{references}.npz"
+    if out.is_file():
+        with np.load(out) as z:
+            return {k: z[k] for k in z.files}
+    recipe, a, b = sources(dataset)
+    size = CUT[dataset]
+    order = np.random.default_rng(seed).permutation(len(a))
+    edges = np.cumsum([0, size["target"], size["never"], size["nonmembers"]])
+    roles = {
+        "target": order[edges[0] : edges[1]],
+        "never": order[edges[1] : edges[2]],
+        "nonmembers": order[edges[2] : edges[3]],
+        "population": order[edges[3] :],
     }
-    return {pool: i for pool, i in idx.items() if len(i)}
+    roles["members"] = roles["target"][: size["members"]]
+    roles["member_pool"] = roles["target"][size["members"] :]
+    b_train = np.random.default_rng([seed, 7]).permutation(len(b))[: size["b_train"]]
+    trainer = ShadowTrainer(recipe, cache_dir=cache)
+    log(f"{dataset} seed {seed}: training the targets and {references} reference models")
+    start = time.perf_counter()
+    target = trainer.train(a.subset(roles["target"]), seed=seed + 1)
+    target_b = trainer.train(concat(a.subset(roles["target"]), b.subset(b_train)), seed=seed + 2)
+    sets, seeds = reference_jobs(a.subset(roles["population"]), range(references), 0.5, seed + 1000)
+    refs = [trainer.train(d, seed=s) for d, s in zip(sets, seeds, strict=True)]
+    models = [target, target_b, *refs]
+    result = {
+        "probs_a": np.stack([predict(m, a).probs for m in models]),
+        "probs_b": np.stack([predict(m, b).probs for m in models]),
+        "labels_a": a.labels,
+        "labels_b": b.labels,
+        "b_train": b_train,
+        "seconds": np.float64(time.perf_counter() - start),
+        **{f"role_{k}": v for k, v in roles.items()},
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(out, **result)
+    return result
 
 
-def refmodel_decide(prep: Prepared, idx: dict[str, np.ndarray]) -> str:
-    query = np.concatenate([prep.score(pool, i) for pool, i in idx.items()])
-    query_mu = np.concatenate([prep.ref_mean[pool][i] for pool, i in idx.items()])
-    test = set_test(query, prep.calibration, alpha=0.05, min_power=0.95)
-    mu = prep.ref_mean
-    shift = shift_check(query_mu, mu["members_known"], mu["nonmembers_known"])
-    return refmodel_decision(test, 0.05, 0.95, shift)
+@dataclasses.dataclass
+class Audit:
+    """What every draw of one training and target needs, computed once."""
+
+    calibration: MembershipCalibration
+    pools: dict[str, tuple[np.ndarray, np.ndarray]]  # pool -> (target score, refs' mean p)
+    member_mu: np.ndarray
+    nonmember_mu: np.ndarray
+
+    @classmethod
+    def of(cls, run: dict[str, np.ndarray], target: int, seed: int) -> Audit:
+        """``target`` 0: trained on source A only; 1: also on part of source B."""
+        pools = {}
+        for source in ("a", "b"):
+            p = true_class_probability_all(run[f"probs_{source}"], run[f"labels_{source}"])
+            # the product's score and shift check (RefModelReference.scores and .shift)
+            pools[source] = (
+                rmia_scores(p[target], p[2:].mean(axis=0)),
+                shift_signal("rmia", p[2:]).mean(axis=0),
+            )
+        a_score, a_mu = pools["a"]
+        m, n = run["role_members"], run["role_nonmembers"]
+        b_others = np.setdiff1d(np.arange(len(run["labels_b"])), run["b_train"])
+        named = {
+            "member_pool": ("a", run["role_member_pool"]),
+            "never": ("a", run["role_never"]),
+            "other_site": ("b", np.arange(len(run["labels_b"]))),
+            "other_site_trained": ("b", run["b_train"]),
+            "other_site_unseen": ("b", b_others),
+        }
+        return cls(
+            MembershipCalibration.fit(a_score[m], a_score[n], seed),
+            {k: (pools[s][0][i], pools[s][1][i]) for k, (s, i) in named.items()},
+            a_mu[m],
+            a_mu[n],
+        )
+
+    def decide(self, index: dict[str, np.ndarray], seed: int) -> dict[str, object]:
+        """Decisions at every margin, and the bound, for the D_Q made of ``index``."""
+        score = np.concatenate([self.pools[k][0][i] for k, i in index.items()])
+        mu = np.concatenate([self.pools[k][1][i] for k, i in index.items()])
+        test = set_test(
+            score, self.calibration, alpha=ALPHA, margin=MARGINS[-1], n_resamples=999, seed=seed
+        )
+        shift = shift_check(mu, self.member_mu, self.nonmember_mu)
+        decisions = {
+            margin: refmodel_decision(dataclasses.replace(test, margin=margin), ALPHA, shift)
+            for margin in MARGINS
+        }
+        return {"decisions": decisions, "upper": test.share_upper}
 
 
-def ema_decide(prep: Prepared, idx: dict[str, np.ndarray]) -> str:
-    probs = np.concatenate([prep.target_probs[pool][i] for pool, i in idx.items()])
-    labels = np.concatenate([prep.labels[pool][i] for pool, i in idx.items()])
-    return prep.ema_reference.audit(Predictions(probs, labels)).decision
+def true_class_probability_all(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """``(models, N)`` true-class probabilities of ``(models, N, C)`` softmax outputs."""
+    return np.stack([true_class_probability(p, labels) for p in probs])
 
 
-def ks_decide(p: Pools, prep: Prepared, idx: dict[str, np.ndarray], seed: int, cache: Path) -> str:
-    query = concat(*(getattr(p, pool).subset(i) for pool, i in idx.items() if len(i)))
-    shadow = ShadowTrainer(p.recipe, cache_dir=cache).train(query, seed=seed)
-    query_conf = predict(shadow, query).confidence
-    target_conf = np.concatenate(
-        [prep.target_probs[pool][i, prep.labels[pool][i]] for pool, i in idx.items()]
-    )
-    cal_conf = np.concatenate([prep.ks_calibration_conf[pool][i] for pool, i in idx.items()])
-    try:
-        return ks_calibrated_ratio(target_conf, query_conf, cal_conf).decision
-    except ValueError:  # KS(query, calibration) = 0: the ratio is undefined
-        return INCONCLUSIVE
+def cells(dataset: str) -> list[tuple[str, float, int]]:
+    """(source, share, |D_Q|) of every cell."""
+    other = 600 if dataset == "pneumoniamnist" else 1000
+    out = [("same", share, size) for share in SHARES for size in SIZES]
+    out += [("other site", 0.0, size) for size in (20, 50, 200, other)]
+    out += [("other site, trained on it", s, n) for s in (0.0, 0.25, 0.5, 1.0) for n in SIZES[:3]]
+    return out
+
+
+def draw(source: str, share: float, size: int, audit: Audit, rng: np.random.Generator) -> dict:
+    """Indices into the pools for one D_Q of the cell."""
+    remembered = round(share * size)
+    member_pool, null_pool = {
+        "same": ("member_pool", "never"),
+        "other site": (None, "other_site"),
+        "other site, trained on it": ("other_site_trained", "other_site_unseen"),
+    }[source]
+    index = {}
+    if remembered:
+        index[member_pool] = rng.choice(len(audit.pools[member_pool][0]), remembered, False)
+    index[null_pool] = rng.choice(len(audit.pools[null_pool][0]), size - remembered, False)
+    return {k: v for k, v in index.items() if len(v)}
+
+
+def run_training(dataset: str, seed: int, args: argparse.Namespace) -> dict[str, dict]:
+    """Every cell's decision counts for one training (cached in ``<cache>/cells``)."""
+    store = Path(args.cache_dir) / "cells" / f"{dataset}_{seed}_{args.draws}.json"
+    if store.is_file():
+        return json.loads(store.read_text())
+    run = training(dataset, seed, Path(args.cache_dir), args.references)
+    audits = {0: Audit.of(run, 0, seed), 1: Audit.of(run, 1, seed)}
+    counts: dict[str, dict] = {}
+    for source, share, size in cells(dataset):
+        audit = audits[1 if source.endswith("trained on it") else 0]
+        rng = np.random.default_rng([seed, SHARES.index(share) if share in SHARES else 9, size])
+        tally = {f"{m}|{d}": 0 for m in MARGINS for d in DECISIONS}
+        covered = 0
+        for i in range(args.draws):
+            outcome = audit.decide(draw(source, share, size, audit, rng), seed=i)
+            for margin, decision in outcome["decisions"].items():
+                tally[f"{margin}|{decision}"] += 1
+            covered += outcome["upper"] >= share
+        counts[f"{source}|{share}|{size}"] = {**tally, "covered": covered, "draws": args.draws}
+    counts["signal"] = signal(run)
+    counts["seconds"] = float(run["seconds"])
+    store.parent.mkdir(parents=True, exist_ok=True)
+    store.write_text(json.dumps(counts, indent=1))
+    log(f"{dataset} seed {seed}: cells done")
+    return counts
+
+
+def signal(run: dict[str, np.ndarray]) -> dict[str, list[float]]:
+    """AUC and TPR at 1 % FPR of each per-sample score, known members vs non-members."""
+    index = np.concatenate([run["role_members"], run["role_nonmembers"]])
+    truth = np.r_[np.ones(len(run["role_members"])), np.zeros(len(run["role_nonmembers"]))]
+    probs, labels = run["probs_a"][:, index], run["labels_a"][index]
+    p = true_class_probability_all(probs, labels)
+    phi = np.stack([logit_confidence(m, labels) for m in probs])
+    target, refs, phi_refs = p[0], p[2:], phi[2:]
+    scores = {
+        "RMIA offline (default)": rmia_scores(target, refs.mean(0)),
+        "LiRA offline, fixed variance (before)": phi[0] - phi_refs.mean(0),
+        "LiRA offline, per-example variance": (phi[0] - phi_refs.mean(0))
+        / np.maximum(phi_refs.std(0, ddof=1), 1e-3),
+        "loss (no reference models)": np.log(np.maximum(target, 1e-300)),
+    }
+    out = {}
+    for name, score in scores.items():
+        fpr, tpr, _ = roc_curve(truth, score)
+        out[name] = [float(roc_auc_score(truth, score)), float(np.interp(0.01, fpr, tpr))]
+    return out
 
 
 def wilson(count: int, n: int) -> tuple[float, float]:
-    """95 % Wilson score interval of a binomial proportion."""
-    if n == 0:
-        return float("nan"), float("nan")
-    z = 1.959964
-    phat = count / n
-    centre = (phat + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * np.sqrt(phat * (1 - phat) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    """95 % Wilson score interval (scipy.stats.binomtest), draws taken as independent."""
+    ci = scipy.stats.binomtest(count, n).proportion_ci(0.95, method="wilson")
+    return float(ci.low), float(ci.high)
 
 
-def cells(quick: bool) -> list[tuple[int, str, int]]:
-    out = [(100, kind, size) for kind in KINDS for size in SIZES]
-    low = [(k, kind, size) for k in QUALITY for kind in ("non-members", "members")
-           for size in QUALITY_SIZES]  # fmt: skip
-    out += low
-    return out[:4] if quick else out
+def cluster_interval(counts: list[int], draws: list[int]) -> tuple[float, float]:
+    """95 % interval of the pooled rate resampling whole trainings (percentile cluster
+    bootstrap, 2,000 resamples): draws of one training share its models and known sets,
+    and at large |D_Q| they share most of their samples, so they are not independent."""
+    counts, draws = np.asarray(counts), np.asarray(draws)
+    pick = np.random.default_rng(0).integers(0, counts.size, (2000, counts.size))
+    rates = counts[pick].sum(axis=1) / draws[pick].sum(axis=1)
+    low, high = np.percentile(rates, [2.5, 97.5])
+    return float(low), float(high)
 
 
-def ks_cell(cell: tuple[int, str, int]) -> bool:
-    """K-S trains a query shadow model per draw (minutes each on 2 cores): it runs the
-    full-quality cells of members and non-members only."""
-    k, kind, _ = cell
-    return k == 100 and kind in ("non-members", "members")
-
-
-def run_cell(
-    p: Pools, prep: Prepared, auditor: str, cell: tuple[int, str, int], args: argparse.Namespace
-) -> dict:
-    """Every draw of one (auditor, cell): the count of each decision."""
-    k, kind, size = cell
-    draws = args.ks_draws if auditor == "ks" else (
-        args.null_draws if kind == "non-members" else args.draws
-    )  # fmt: skip
-    rng = np.random.default_rng([args.seed, k, size, list(KINDS).index(kind)])
-    start = time.perf_counter()
-    decisions = []
-    for _ in range(draws):
-        idx = draw(p, kind, size, rng)
-        if auditor == "refmodel":
-            decisions.append(refmodel_decide(prep, idx))
-        elif auditor == "ema":
-            decisions.append(ema_decide(prep, idx))
-        else:
-            decisions.append(ks_decide(p, prep, idx, args.seed, Path(args.cache_dir)))
-    counts = {d: decisions.count(d) for d in (FORGOTTEN, NOT_FORGOTTEN, INCONCLUSIVE)}
-    return {"draws": draws, **counts, "seconds": time.perf_counter() - start}
-
-
-def run(args: argparse.Namespace) -> None:
-    cache = Path(args.cache_dir)
-    cache.mkdir(parents=True, exist_ok=True)
-    store = cache / "cells.json"
-    done: dict[str, dict] = json.loads(store.read_text()) if store.is_file() else {}
-    if args.report:
-        report(done, args)
-        return
-    pools: dict[str, Pools] = {}
-    prepared: dict[tuple[str, int], Prepared] = {}
-    # K-S trains a model per draw: every other auditor's cells first, K-S's last.
-    for auditor in args.auditors:
-        for dataset in args.datasets:
-            for cell in cells(args.quick):
-                if auditor == "ks" and not ks_cell(cell):
-                    continue
-                key = "|".join(map(str, (dataset, *cell, auditor)))
-                if key in done:
-                    continue
-                if dataset not in pools:
-                    pools[dataset] = load(dataset, args.seed)
-                if (dataset, cell[0]) not in prepared:
-                    prepared[dataset, cell[0]] = prepare(
-                        pools[dataset],
-                        cell[0],
-                        args.seed,
-                        cache,
-                        args.references,
-                        args.auditors,
-                        args.design,
-                    )
-                    if cell[0] == 100:
-                        record_signal(cache, dataset, prepared[dataset, cell[0]])
-                done[key] = run_cell(
-                    pools[dataset], prepared[dataset, cell[0]], auditor, cell, args
-                )
-                store.write_text(json.dumps(done, indent=1))
-                log(f"{key}: {done[key]}")
-    report(done, args)
-
-
-def _rate(count: int, n: int) -> str:
+def rate(count: int, n: int, per: list[tuple[int, int]] | None = None) -> str:
+    """The pooled rate, its Wilson interval and, with the per-training counts, the
+    cluster bootstrap's."""
     low, high = wilson(count, n)
-    return f"{count / n:.3f} [{low:.3f}, {high:.3f}]" if n else "-"
+    text = f"{count / n:.3f} [{low:.3f}, {high:.3f}]"
+    if per is not None:
+        low, high = cluster_interval([c for c, _ in per], [d for _, d in per])
+        text += f" [{low:.3f}, {high:.3f}]"
+    return text
 
 
-def report(done: dict[str, dict], args: argparse.Namespace) -> None:
-    say("# Withdrawal auditors' error rates over many query sets")
+def pooled(results: dict[int, dict], key: str, field: str) -> tuple[int, int, list[tuple]]:
+    """(count, draws, per-training (count, draws)) of one cell's field."""
+    per = [(r[key][field], r[key]["draws"]) for r in results.values()]
+    return sum(c for c, _ in per), sum(n for _, n in per), per
+
+
+def report(dataset: str, results: dict[int, dict], args: argparse.Namespace) -> list[dict]:
+    """The data set's tables; returns the rows of the report's JSON."""
+    name, rows = DATASETS[dataset], []
+    say(f"## {name}: {len(results)} trainings (seeds {', '.join(map(str, results))})")
     say()
-    say(f"`python benchmarks/audit_calibration.py {' '.join(sys.argv[1:])}`; seed {args.seed}, "
-        f"{args.references} reference models; alpha 0.05 (reference models), 0.1 (EMA); "
-        "K-S's rule rho >= 1. Rates with 95 % Wilson intervals.")  # fmt: skip
-    say()
-    for dataset in args.datasets:
-        for auditor in args.auditors:
-            say(f"## {dataset}: {auditor}")
-            say()
-            say("| k | D_Q | draws | forgotten | not forgotten | inconclusive | wrong |")
-            say("|---|---|---|---|---|---|---|")
-            for k, kind, size in cells(args.quick):
-                c = done.get(f"{dataset}|{k}|{kind}|{size}|{auditor}")
-                if c is None:
-                    continue
-                n = c["draws"]
-                wrong = c[NOT_FORGOTTEN] if kind == "non-members" else c[FORGOTTEN]
-                say(f"| {k} | {kind}, {size} | {n} | {_rate(c[FORGOTTEN], n)} | "
-                    f"{_rate(c[NOT_FORGOTTEN], n)} | {_rate(c[INCONCLUSIVE], n)} | "
-                    f"{_rate(wrong, n)} |")  # fmt: skip
-            say()
-    targets(done, args)
-    if args.out:
-        write(args.out)
-    if args.error_rates:
-        write_error_rates(done, args)
-
-
-def record_signal(cache: Path, dataset: str, prep: Prepared) -> None:
-    """The per-sample membership signal of the target (full-quality calibration): the
-    AUC of the reference-model score, known members vs known non-members."""
-    store = cache / "signal.json"
-    signal = json.loads(store.read_text()) if store.is_file() else {}
-    signal[dataset] = {
-        "auc": auc(prep.score("members_known"), prep.score("nonmembers_known")),
-        "compared_nonmembers": int(prep.calibration.nonmembers.size),
-    }
-    store.write_text(json.dumps(signal, indent=1))
-
-
-def signal_ceiling(cache: Path) -> None:
-    """How much any set-level test can see, from the per-sample signal: a rank test of
-    |D_Q| members against the compared non-members has, with per-sample AUC A, power
-    about Phi((A - 1/2) / sqrt((n_Q + n_N + 1) / (12 n_Q n_N)) - z_0.95)."""
-    store = cache / "signal.json"
-    if not store.is_file():
-        return
-    for dataset, s in json.loads(store.read_text()).items():
-        a, n_n = s["auc"], s["compared_nonmembers"]
-        power = {
-            n_q: scipy.stats.norm.cdf(
-                (a - 0.5) / np.sqrt((n_q + n_n + 1) / (12 * n_q * n_n)) - scipy.stats.norm.ppf(0.95)
-            )
-            for n_q in SIZES
-        }
-        say(
-            f"- {dataset}: per-sample AUC of the score, known members vs non-members, "
-            f"{a:.3f}; a rank test of a member set against {n_n} non-members would have "
-            f"power {', '.join(f'{p:.2f} at {n}' for n, p in power.items())} (normal "
-            "approximation): the member-power target needs a stronger per-sample signal"
-        )
-
-
-def targets(done: dict[str, dict], args: argparse.Namespace) -> None:
-    """Issue 11's targets for the reference-model auditor, marked as measured."""
-    rows = [(key.split("|"), c) for key, c in done.items() if key.endswith("|refmodel")]
-    mark = lambda ok: "**met**" if ok else "**missed**"  # noqa: E731
-    say("## Targets (reference-model auditor)")
-    say()
-    null = [(wilson(c[NOT_FORGOTTEN], c["draws"])[1], k) for k, c in rows if k[2] == "non-members"]
-    worst = max(null)
-    say(f"- false \"not forgotten\" on non-members, upper 95 % bound <= 0.1 in every cell: "
-        f"worst {worst[0]:.3f} ({'|'.join(worst[1][:4])}): {mark(worst[0] <= 0.1)}")  # fmt: skip
-    members = [(c[FORGOTTEN] / c["draws"], k) for k, c in rows if k[2] == "members"]
-    worst = max(members)
-    say(f"- false \"forgotten\" on members <= 0.05 in every cell: worst {worst[0]:.3f}: "
-        f"{mark(worst[0] <= 0.05)}")  # fmt: skip
-    for kind, sizes in (("members", (50, 200)), ("10% remembered", (200,))):
-        found = [(c[NOT_FORGOTTEN] / c["draws"], k) for k, c in rows
-                 if k[1] == "100" and k[2] == kind and int(k[3]) in sizes]  # fmt: skip
-        low = min(found)
-        say(
-            f'- "not forgotten" for {kind} at |D_Q| in {sizes} >= 0.9 of draws (k = 100): '
-            f"lowest {low[0]:.2f} ({low[1][0]}, |D_Q| {low[1][3]}): {mark(low[0] >= 0.9)}"
-        )
-    false_alarms = sum(c[NOT_FORGOTTEN] for k, c in rows if k[2] == "non-members")
-    missed = sum(c[FORGOTTEN] for k, c in rows if k[2] != "non-members")
-    draws = sum(c["draws"] for k, c in rows if k[2] in ("non-members", "members"))
-    decided = sum(c[FORGOTTEN] for k, c in rows)
     say(
-        f'- wrong decisions over all reference-model draws: {false_alarms} false "not '
-        f"forgotten\" on non-members (the test's alpha allows them), {missed} false "
-        f'"forgotten" on sets with remembered samples; "forgotten" was decided {decided} '
-        f"times in {draws} member/non-member draws"
+        "Per-sample signal of each score on the known members vs non-members (mean over "
+        "trainings, min-max in brackets):"
     )
-    signal_ceiling(Path(args.cache_dir))
     say()
-
-
-def write_error_rates(done: dict[str, dict], args: argparse.Namespace) -> None:
-    """The rates the audit report quotes (monai_forget/audit/measured_error_rates.json)."""
-    rows = []
-    for key, c in done.items():
-        dataset, k, kind, size, auditor = key.split("|")
-        n = c["draws"]
-        rows.append({
-            "dataset": {"mnist": "MNIST", "pneumoniamnist": "PneumoniaMNIST"}.get(dataset, dataset),
-            "auditor": auditor, "k": int(k), "kind": kind, "size": int(size), "draws": n,
-            "forgotten": _rate(c[FORGOTTEN], n), "not_forgotten": _rate(c[NOT_FORGOTTEN], n),
-            "inconclusive": _rate(c[INCONCLUSIVE], n),
-            **({"design": args.design} if auditor == "refmodel" else {}),
-        })  # fmt: skip
-    path = Path(args.error_rates)
-    if path.is_file():  # the auditors (and designs) not run this time keep their rows
-        kept = json.loads(path.read_text())["cells"]
-        ran = {(r["auditor"], r.get("design")) for r in rows}
-        rows = [r for r in kept if (r["auditor"], r.get("design")) not in ran] + rows
-    source = f"benchmarks/audit_calibration.py (seed {args.seed}, {args.references} references)"
-    path.write_text(json.dumps({"source": source, "cells": rows}, indent=1))
-
-
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--datasets", nargs="+", default=["mnist", "pneumoniamnist"])
-    parser.add_argument(
-        "--auditors", nargs="+", choices=AUDITORS, default=list(AUDITORS),
-        help="benchmark these (the error-rate JSON keeps the other auditors' rows)",
-    )  # fmt: skip
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--design", choices=("population", "paired"), default="population",
-        help="reference models on the auditor's population P, or in pairs on complementary "
-        "halves of the known members and non-members (every known sample scored)",
-    )  # fmt: skip
-    parser.add_argument("--references", type=int, default=8)
-    parser.add_argument("--null-draws", type=int, default=200)
-    parser.add_argument("--draws", type=int, default=100)
-    parser.add_argument("--ks-draws", type=int, default=10)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--cache-dir", default="/tmp/monai-forget-audit-calibration")
-    parser.add_argument("--out", help="also write the markdown here")
-    parser.add_argument(
-        "--error-rates",
-        help="also write the rates as JSON (the report's measured_error_rates.json)",
+    say("| score | AUC | TPR at 1 % FPR |")
+    say("|---|---|---|")
+    for score in next(iter(results.values()))["signal"]:
+        auc_, tpr = (np.array([r["signal"][score][i] for r in results.values()]) for i in (0, 1))
+        say(
+            f"| {score} | {auc_.mean():.3f} [{auc_.min():.3f}-{auc_.max():.3f}] | "
+            f"{tpr.mean():.3f} [{tpr.min():.3f}-{tpr.max():.3f}] |"
+        )
+    say()
+    say(
+        "Decision rates at margin 0.5, pooled over the trainings, with two 95 % intervals: "
+        "Wilson's (the draws as independent) and a cluster bootstrap over the trainings "
+        "(draws of one training share its models and known sets, and at |D_Q| 1000 most of "
+        "their samples); in brackets the lowest and highest per-training rate. 'Bound "
+        "covers' is the share of audits whose upper bound is at or above the true share; "
+        'the last columns give "forgotten" at margins 0.25 and 0.1.'
     )
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument(
-        "--report", action="store_true", help="render <cache-dir>/cells.json, run nothing"
+    say()
+    say(
+        "| D_Q source | share | \\|D_Q\\| | draws | not forgotten | forgotten | inconclusive | "
+        "bound covers | forgotten @0.25 | forgotten @0.1 |"
     )
-    args = parser.parse_args(argv)
-    if args.quick:
-        args.null_draws, args.draws, args.ks_draws = 10, 10, 2
-    return args
+    say("|---|---|---|---|---|---|---|---|---|---|")
+    for source, share, size in cells(dataset):
+        key = f"{source}|{share}|{size}"
+        cols = []
+        for margin, decision in (
+            (0.5, NOT_FORGOTTEN),
+            (0.5, FORGOTTEN),
+            (0.5, INCONCLUSIVE),
+            (0.25, FORGOTTEN),
+            (0.1, FORGOTTEN),
+        ):
+            count, n, per = pooled(results, key, f"{margin}|{decision}")
+            each = [c / d for c, d in per]
+            cols.append(f"{rate(count, n, per)} ({min(each):.2f}-{max(each):.2f})")
+        covered, n, _ = pooled(results, key, "covered")
+        say(
+            f"| {source} | {share:g} | {size} | {n} | {cols[0]} | {cols[1]} | {cols[2]} | "
+            f"{covered / n:.3f} | {cols[3]} | {cols[4]} |"
+        )
+        for margin in MARGINS:
+            cell = {d: pooled(results, key, f"{margin}|{d}") for d in DECISIONS}
+            counts = {d: c for d, (c, _, _) in cell.items()}
+            rows.append(
+                {
+                    "dataset": name,
+                    "auditor": "refmodel",
+                    "design": "population",
+                    "source": source,
+                    "share": share,
+                    "size": size,
+                    "margin": margin,
+                    "trainings": len(results),
+                    "draws": n,
+                    **{d.replace(" ", "_"): rate(counts[d], n) for d in DECISIONS},
+                    "counts": {d.replace(" ", "_"): counts[d] for d in DECISIONS},
+                    "per_training": {
+                        d.replace(" ", "_"): [c for c, _ in cell[d][2]] for d in DECISIONS
+                    },
+                }
+            )
+    say()
+    return rows
+
+
+def targets(rows: list[dict]) -> None:
+    """Issue 32's targets, marked as measured (rows pooled over the trainings)."""
+
+    def mark(ok: bool) -> str:
+        return "**met**" if ok else "**missed**"
+
+    def upper(row: dict, decision: str) -> float:
+        """The larger of the Wilson and the cluster-bootstrap upper bounds."""
+        per = row["per_training"][decision]
+        each = [row["draws"] // row["trainings"]] * len(per)
+        cluster = cluster_interval(per, each)[1]
+        return max(wilson(row["counts"][decision], row["draws"])[1], cluster)
+
+    def share_of(row: dict, decision: str) -> float:
+        return row["counts"][decision] / row["draws"]
+
+    say("## Targets")
+    say()
+    wrong = [r for r in rows if r["share"] >= r["margin"]]
+    worst = max(wrong, key=lambda r: share_of(r, "forgotten"))
+    worst_upper = max(wrong, key=lambda r: upper(r, "forgotten"))
+    say(
+        f'- false "forgotten" <= 0.05 in every cell with a true share >= the margin (upper '
+        f"bound, the larger of Wilson's and the cluster bootstrap's, <= 0.1): worst rate "
+        f"{share_of(worst, 'forgotten'):.3f} ({worst['dataset']}, "
+        f"{worst['source']}, share {worst['share']:g}, |D_Q| {worst['size']}, margin "
+        f"{worst['margin']:g}); worst upper bound {upper(worst_upper, 'forgotten'):.3f} "
+        f"({worst_upper['dataset']}, {worst_upper['source']}, share {worst_upper['share']:g}, "
+        f"|D_Q| {worst_upper['size']}, margin {worst_upper['margin']:g}): "
+        f"{mark(share_of(worst, 'forgotten') <= 0.05 and upper(worst_upper, 'forgotten') <= 0.1)}"
+    )
+    nulls = [r for r in rows if r["share"] == 0 and r["margin"] == 0.5]
+    for source in ("same", "other site", "other site, trained on it"):
+        mine = [r for r in nulls if r["source"] == source]
+        worst = max(mine, key=lambda r: upper(r, "not_forgotten"))
+        say(
+            f'- false "not forgotten" on never-seen sets <= alpha ({source}): worst '
+            f"{share_of(worst, 'not_forgotten'):.3f}, upper bound "
+            f"{upper(worst, 'not_forgotten'):.3f} ({worst['dataset']}, |D_Q| {worst['size']}): "
+            f"{mark(all(share_of(r, 'not_forgotten') <= ALPHA for r in mine))}"
+        )
+
+    def find(dataset: str, source: str, share: float, size: int) -> dict | None:
+        return next(
+            (
+                r
+                for r in rows
+                if (r["dataset"], r["source"], r["share"], r["size"], r["margin"])
+                == (dataset, source, share, size, 0.5)
+            ),
+            None,
+        )
+
+    checks = [
+        ("PneumoniaMNIST", 1.0, 50, "not_forgotten", 0.70),
+        ("PneumoniaMNIST", 1.0, 200, "not_forgotten", 0.95),
+        ("PneumoniaMNIST", 0.0, 200, "forgotten", 0.50),
+        ("PneumoniaMNIST", 0.0, 1000, "forgotten", 0.90),
+    ]
+    for dataset, share, size, decision, goal in checks:
+        row = find(dataset, "same", share, size)
+        if row is None:
+            say(f"- {dataset} share {share:g}, |D_Q| {size}: not measured: **missed**")
+            continue
+        got = share_of(row, decision)
+        say(
+            f'- {dataset} sets with share {share:g} called "{decision.replace("_", " ")}" '
+            f"(margin 0.5) at |D_Q| {size}: {got:.3f} (goal >= {goal:g}): {mark(got >= goal)}"
+        )
+    say()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
+    parser.add_argument("--dev-seeds", nargs="*", type=int, default=[100, 101])
+    parser.add_argument("--references", type=int, default=8)
+    parser.add_argument("--draws", type=int, default=100, help="draws per cell and training")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--cache-dir", default="/tmp/monai-forget-audit-calibration")
+    parser.add_argument("--out", help="also write the markdown here")
+    parser.add_argument("--error-rates", help="write the report's rows into this JSON")
+    parser.add_argument("--quick", action="store_true", help="one seed, 10 draws")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.seeds, args.dev_seeds, args.draws = args.seeds[:1], [], 10
     torch.set_num_threads(args.threads)
-    run(args)
+    say("# The reference-model auditor's error rates over many trainings")
+    say()
+    command = " ".join(sys.argv[1:] if argv is None else argv)
+    say(
+        f"`python benchmarks/audit_calibration.py {command}`"
+        f"; {args.references} reference models, alpha {ALPHA}, RMIA offline score, "
+        f"{args.draws} draws per cell and training, permutation tests of 999 relabellings."
+    )
+    say()
+    rows = []
+    for dataset in args.datasets:
+        results = {seed: run_training(dataset, seed, args) for seed in args.seeds}
+        seconds = [r["seconds"] for r in results.values()]
+        rows += report(dataset, results, args)
+        say(
+            f"Training per seed (2 targets + {args.references} reference models, 1 thread): "
+            f"{np.mean(seconds):.0f} s on average."
+        )
+        say()
+        if args.dev_seeds:
+            dev = {seed: run_training(dataset, seed, args) for seed in args.dev_seeds}
+            say(f"### {DATASETS[dataset]}: development seeds (chose the design; not counted)")
+            say()
+            report(dataset, dev, args)
+    targets(rows)
+    if args.out:
+        write(args.out)
+    if args.error_rates:
+        path = Path(args.error_rates)
+        kept = json.loads(path.read_text()) if path.is_file() else {"cells": []}
+        kept["cells"] = [r for r in kept["cells"] if r["auditor"] != "refmodel"] + rows
+        kept["refmodel_source"] = (
+            f"benchmarks/audit_calibration.py: {len(args.seeds)} trainings per data set, "
+            f"{args.references} reference models"
+        )
+        path.write_text(json.dumps(kept, indent=1) + "\n")
     return 0
 
 

@@ -43,6 +43,8 @@ from pathlib import Path
 import torch
 from _markdown import log, say, write  # benchmarks/_markdown.py, next to this script
 
+from monai_forget.audit.result import share_text
+
 REPO = Path(__file__).resolve().parents[1]
 BUNDLES = {
     "cxr": REPO / "bundles" / "cxr_pneumonia_classification",
@@ -304,18 +306,17 @@ def report(bundle: str, profile: str, out: dict, gates: dict[str, bool]) -> None
         return "yes" if decision == expected[case] else "NO"
 
     say("\nReference-model audit (the bundles' default decision and compliance gate):\n")
-    say("| model | p_member | power | members' AUC | remembered fraction [95 % CI] | "
+    say("| model | p_member | members' AUC | remembered share [upper bound] | "
           "decision | right? | compliance gate |")  # fmt: skip
-    say("|---|---|---|---|---|---|---|---|")
+    say("|---|---|---|---|---|---|---|")
     for case in ("a", "b"):
         ref = out[case]["refmodel"]
         d = ref["details"]
-        low, high = d["remembered_fraction_interval"]
         gate = "passes" if gates[case] else "fails the run"
         say(
-            f"| ({case}) | {ref['statistic']:.3g} | {d['power']:.2f} | {d['member_auc']:.3f} | "
-            f"{d['remembered_fraction']:.2f} [{low:.2f}, {high:.2f}] | {ref['decision']} | "
-            f"{right(ref['decision'], case)} | {gate} |"
+            f"| ({case}) | {ref['statistic']:.3g} | {d['member_auc']:.3f} | "
+            f"{share_text(d['remembered_share'])} [{share_text(d['remembered_share_upper'])}] | "
+            f"{ref['decision']} | {right(ref['decision'], case)} | {gate} |"
         )
     n_refs = out["a"]["refmodel"]["details"]["n_references"]
     say(f"\n{n_refs} reference models; the right answers: (a) not forgotten, (b) forgotten.\n")

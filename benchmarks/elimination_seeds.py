@@ -160,7 +160,7 @@ def one_seed(name: str, seed: int, work: Path, k: int, loaded: dict) -> dict:
 
 def refmodel_audits(name: str, seed: int, work: Path, loaded: dict) -> dict:
     """The reference-model auditor on the withdrawn and a remaining provider, for every
-    model this seed's FLARE runs saved (decision, p_member, power)."""
+    model this seed's FLARE runs saved (decision, p_member, upper bound of the share)."""
     fed = make_federation(name, seed, loaded)
     config = mlp_config(fed, seed=seed)
     runs = work / f"seed{seed}"
@@ -182,8 +182,8 @@ def refmodel_audits(name: str, seed: int, work: Path, loaded: dict) -> dict:
             out[f"{label}/{site}"] = {
                 "decision": r.decision,
                 "p_member": r.statistic,
-                "power": float(r.details["power"]),
-                "remembered_fraction": float(r.details["remembered_fraction"]),
+                "upper": float(r.details["remembered_share_upper"]),
+                "remembered_share": float(r.details["remembered_share"]),
             }
     return out
 
@@ -288,12 +288,13 @@ def refmodel_report(results: list[dict]) -> None:
     )
     say(
         "Decisions over seeds (nf = not forgotten, f = forgotten, inc = inconclusive), "
-        "median p_member and median power. Right answers: the withdrawn provider is a "
+        "median p_member and median upper bound of the remembered share. Right answers: the "
+        "withdrawn provider is a "
         "member of the federation trained with every provider and of the model before the "
         "withdrawal (nf), not of the retrained model (f or inc); the remaining provider is a "
         "member of every model (nf).\n"
     )
-    say(f"| model | {WITHDRAWN}: decisions | p | power | {REMAINING}: decisions | p | power |")
+    say(f"| model | {WITHDRAWN}: decisions | p | bound | {REMAINING}: decisions | p | bound |")
     say("|---|---|---|---|---|---|---|")
     for label in ["every provider", "before", *METHODS]:
         cells = []
@@ -303,7 +304,7 @@ def refmodel_report(results: list[dict]) -> None:
             cells += [
                 " / ".join(f"{n} {_DECISIONS[d]}" for d, n in counts.items() if n),
                 f"{np.median([x['p_member'] for x in rows]):.3g}",
-                f"{np.median([x['power'] for x in rows]):.2f}",
+                f"{np.median([x['upper'] for x in rows]):.2f}",
             ]
         say(f"| {label} | " + " | ".join(cells) + " |")
 

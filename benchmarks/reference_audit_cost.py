@@ -111,8 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     say(
         f"- its decision (D_Q is made of members): {result.get('decision')}, "
-        f"p_member {result['statistic']:.3g}, power {result['details']['power']:.2f}, "
-        f"remembered fraction {result['details']['remembered_fraction']:.2f}"
+        f"p_member {result['statistic']:.3g}, remembered share "
+        f"{result['details']['remembered_share']:.2f} (upper bound "
+        f"{result['details']['remembered_share_upper']:.2f})"
     )
     for warning in result["details"]["warnings"]:
         say(f"  - warning: {warning}")

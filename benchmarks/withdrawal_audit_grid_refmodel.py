@@ -59,6 +59,7 @@ from withdrawal_audit_grid import (
 )
 
 from monai_forget.audit import AuditResult, ReferenceModelAuditor
+from monai_forget.audit.result import share_text
 from monai_forget.data import LabelledImages, concat
 from monai_forget.fingerprint import sample_hashes
 from monai_forget.shadow import ShadowTrainer
@@ -130,13 +131,12 @@ def format_cell(c: Cell) -> str:
     s = c.scenario
     head = f"| {s.dataset} | {s.name} | {len(s.query)} |"
     if c.result is None:
-        return f"{head} - | - | - | - | {NO_MEMBERS} | {s.expected} | {NO_MEMBERS} |"
+        return f"{head} - | - | - | {NO_MEMBERS} | {s.expected} | {NO_MEMBERS} |"
     d = c.result.details
-    low, high = d["remembered_fraction_interval"]
     return (
-        f"{head} {c.result.statistic:.3g} | {d['power']:.2f} | {d['member_auc']:.3f} "
-        f"| {d['remembered_fraction']:.2f} [{low:.2f}, {high:.2f}] | {c.decision} "
-        f"| {s.expected} | {c.verdict} |"
+        f"{head} {c.result.statistic:.3g} | {d['member_auc']:.3f} "
+        f"| {share_text(d['remembered_share'])} [{share_text(d['remembered_share_upper'])}] "
+        f"| {c.decision} | {s.expected} | {c.verdict} |"
     )
 
 
@@ -163,7 +163,7 @@ def report(args: argparse.Namespace, cells: Sequence[Cell], started: float) -> N
     say()
     say(
         f"`{command}`; seed {args.seed} (targets {args.seed + 1}, as the grid); "
-        f"{args.references} reference models per population; alpha 0.05, power 0.95; "
+        f"{args.references} reference models per population; alpha 0.05, margin 0.5; "
         f"torch {torch.__version__}, {args.threads} thread(s); "
         f"{time.perf_counter() - started:.0f} s wall."
     )
@@ -176,10 +176,10 @@ def report(args: argparse.Namespace, cells: Sequence[Cell], started: float) -> N
     )
     say()
     say(
-        "| dataset | scenario | \\|D_Q\\| | p_member | power | members' AUC "
-        "| remembered fraction [95 %] | decision | expected | verdict |"
+        "| dataset | scenario | \\|D_Q\\| | p_member | members' AUC "
+        "| remembered share [upper bound] | decision | expected | verdict |"
     )
-    say("|---|---|---:|---:|---:|---:|---|---|---|---|")
+    say("|---|---|---:|---:|---:|---|---|---|---|")
     for c in cells:
         say(format_cell(c))
     say()

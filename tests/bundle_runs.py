@@ -291,15 +291,16 @@ class BoundedRunTests:
         called "not forgotten"."""
         found = {case: bounded_run[case]["refmodel"] for case in "ab"}
         summary = {
-            c: (r["decision"], r["statistic"], r["details"]["power"]) for c, r in found.items()
+            c: (r["decision"], r["statistic"], r["details"]["remembered_share_upper"])
+            for c, r in found.items()
         }
-        print(f"{bounded_run['bundle']}: reference-model audit (decision, p, power) {summary}")
+        print(f"{bounded_run['bundle']}: reference-model audit (decision, p, bound) {summary}")
         assert found["a"]["decision"] != "forgotten", summary
         assert found["b"]["decision"] != "not forgotten", summary
 
     def test_bounded_run_compliance_gate(self, bounded_run: dict) -> None:
         # The documented gate command checks (b) on the reference-model audit: it passes
-        # exactly when that audit decided "forgotten" with enough power.
+        # exactly when that audit decided "forgotten" (its bound below the margin).
         gate = next(r for c, r in bounded_run["runs"].items() if "--compliance_gate True" in c)
         forgotten = bounded_run["b"]["refmodel"]["decision"] == "forgotten"
         assert (gate.returncode == 0) == forgotten, gate.stderr[-3000:]

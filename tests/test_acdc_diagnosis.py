@@ -199,6 +199,79 @@ def test_features_follow_the_masks_and_do_not_depend_on_the_pixel_size() -> None
         absolute_features(ed, es, (1.0, 1.5, 5.0))
 
 
+def _blocks(structures: list[list[tuple[int, int, int, int, int]]]) -> np.ndarray:
+    """A (40, 40, D) mask from rectangles ``(label, row, col, height, width)`` per slice."""
+    mask = np.zeros((40, 40, len(structures)), dtype=np.uint8)
+    for z, blocks in enumerate(structures):
+        for label, row, col, height, width in blocks:
+            mask[row : row + height, col : col + width, z] = label
+    return mask
+
+
+def test_every_feature_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each of the 14 features from volumes and areas counted by hand (rectangles) and a
+    given per-slice thickness, so a feature that divides by the wrong structure or phase
+    fails; the thickness itself is checked on a geometry whose value is known exactly."""
+    from monai_forget.acdc import features
+
+    # ED: LV 10x10 + 5x10 = 150, RV 6x5 + 4x5 = 50, MYO 43 (3 lines of 9 + 16);
+    # ES: LV 4x10 + 3x10 = 70, RV 3x5 + 2x5 = 25, MYO 25 + 25 = 50.
+    ed = _blocks([
+        [(3, 2, 2, 10, 10), (1, 20, 2, 6, 5), (2, 30, 2, 1, 9), (2, 33, 2, 1, 16)],
+        [(3, 2, 2, 5, 10), (1, 20, 2, 4, 5), (2, 30, 2, 2, 9)],
+    ])  # fmt: skip
+    es = _blocks([
+        [(3, 2, 2, 4, 10), (1, 20, 2, 3, 5), (2, 30, 2, 5, 5)],
+        [(3, 2, 2, 3, 10), (1, 20, 2, 2, 5), (2, 30, 2, 5, 5)],
+    ])  # fmt: skip
+    given = {"ED": [np.array([4.0, 6.0]), np.array([4.0])], "ES": [np.array([6.0])] * 2}
+    monkeypatch.setattr(
+        features,
+        "_thickness_per_slice",
+        lambda mask: given["ED" if np.array_equal(mask, ed) else "ES"],
+    )
+    f = patient_features(ed, es, "p")
+    diameter = 2 * np.sqrt(100 / np.pi)  # the largest LV ED cross-section: 100 pixels
+    mean_ed = 14 / 3  # (4 + 6 + 4) / 3
+    expected = {
+        "lv_ef": (150 - 70) / 150,
+        "rv_ef": (50 - 25) / 50,
+        "rv_lv_ed": 50 / 150,
+        "rv_lv_es": 25 / 70,
+        "myo_lv_ed": 43 / 150,
+        "myo_lv_es": 50 / 70,
+        "myo_es_ed": 50 / 43,
+        "rv_es_lv_ed": 25 / 150,
+        "wall_max_ed": 6 / diameter,
+        "wall_mean_ed": mean_ed / diameter,
+        "wall_cv_ed": (1 / 5 + 0) / 2,  # slice 0: std 1 / mean 5; slice 1: one value
+        "wall_max_es": 6 / diameter,
+        "wall_thickening": 6 / mean_ed,
+        "lv_slice_ef_std": np.std([60 / 100, 20 / 50]),  # per-slice LV area change
+    }
+    assert set(expected) == set(FEATURES)
+    for name, value in expected.items():
+        assert f[name] == pytest.approx(value, rel=1e-12), name
+    ml = 1.5 * 1.5 * 10 / 1000
+    absolute = absolute_features(ed, es, (1.5, 1.5, 10.0))
+    assert absolute == pytest.approx({
+        "lv_edv_ml": 150 * ml, "lv_esv_ml": 70 * ml, "rv_edv_ml": 50 * ml,
+        "rv_esv_ml": 25 * ml, "myo_mass_g": 43 * ml * 1.05, "wall_max_ed_mm": 6 * 1.5,
+    })  # fmt: skip
+
+
+def test_thickness_of_a_one_pixel_wall_is_two_pixels() -> None:
+    """A one-pixel-wide myocardium is its own skeleton, one pixel from the background on
+    both sides: thickness 2 at every pixel; a slice with fewer than 3 pixels is skipped."""
+    from monai_forget.acdc.features import _thickness_per_slice
+
+    mask = _blocks([[(2, 10, 5, 1, 12)], [(2, 3, 3, 1, 2)], [(2, 20, 8, 9, 1)]])
+    per_slice = _thickness_per_slice(mask)
+    assert len(per_slice) == 2
+    for thickness, pixels in zip(per_slice, (12, 9), strict=True):
+        np.testing.assert_array_equal(thickness, np.full(pixels, 2.0))
+
+
 def test_features_refuse_a_missing_structure() -> None:
     es = heart()
     es[es == 1] = 0

@@ -7,7 +7,6 @@ import scipy.stats
 
 from monai_forget.audit import (
     FORGOTTEN,
-    NOT_FORGOTTEN,
     EMAAuditor,
     EMAThresholds,
     ema_membership,
@@ -133,7 +132,13 @@ def test_audit_predictions_decisions():
     assert forgotten.decision == FORGOTTEN and forgotten.statistic <= 0.1
     assert remembered.details["membership_rate"] > forgotten.details["membership_rate"]
     assert remembered.statistic > forgotten.statistic
-    assert remembered.decision == (NOT_FORGOTTEN if remembered.statistic > 0.1 else FORGOTTEN)
+    # Ground truth: the remembered query is made of members, so "not forgotten". EMA as
+    # the paper defines it calls it "forgotten": 96 % of its samples pass the thresholds,
+    # and Welch's test of 100 values against all-ones rejects at rho_EMA 0.045 <= 0.1
+    # (docs/ema_auditor.md). Pinned as measured: the published rule stays as published.
+    assert remembered.details["membership_rate"] == pytest.approx(0.96)
+    assert remembered.statistic == pytest.approx(0.0449, abs=0.001)
+    assert remembered.decision == FORGOTTEN  # wrong: these are members
 
 
 @pytest.mark.parametrize(

@@ -94,19 +94,26 @@ def test_compliance_gate_passes_forgotten_and_names_the_failure() -> None:
 
 
 def test_compliance_gate_on_the_reference_model_audit_by_default() -> None:
-    """Only "forgotten" passes: p > alpha with enough power. "Not forgotten" (p <= alpha,
-    the boundary included) and "inconclusive" (too little power) both stop the run."""
+    """Only "forgotten" passes: the audit's own decision, and the gate's levels on top.
+    Evidence of remembering (p <= alpha, the boundary included), a bound at or above the
+    margin, or an audit whose data checks withheld the decision all stop the run."""
     gate = ComplianceGate("site-B")
-    assert gate.check({"p_member": 0.4, "p_member_power": 0.99}) == {"p_member": (0.4, True)}
-    with pytest.raises(ComplianceError, match=r"p_member = 0\.05 <= 0\.05"):
-        gate.check({"p_member": 0.05, "p_member_power": 0.99})
-    with pytest.raises(ComplianceError, match=r"power 0\.60 < 0\.95.*inconclusive"):
-        gate.check({"p_member": 0.4, "p_member_power": 0.6})
-    # The audit's own decision counts: its data checks can withhold "forgotten".
-    decided = {"p_member": 0.4, "p_member_power": 0.99, "p_member_forgotten": 1.0}
+    decided = {"p_member": 0.4, "p_member_upper": 0.2, "p_member_forgotten": 1.0}
     assert gate.check(decided) == {"p_member": (0.4, True)}
+    with pytest.raises(ComplianceError, match=r"p_member = 0\.05 <= 0\.05.*not forgotten"):
+        gate.check({**decided, "p_member": 0.05})
+    with pytest.raises(ComplianceError, match=r"up to 50% .*margin 0\.5.*inconclusive"):
+        gate.check({**decided, "p_member_upper": 0.5})
     with pytest.raises(ComplianceError, match=r"p_member = 0\.4 > 0\.05.*made no decision"):
         gate.check({**decided, "p_member_forgotten": 0.0})
+    # a stricter gate than the audit: its own margin
+    with pytest.raises(ComplianceError, match=r"up to 20% .*margin 0\.1"):
+        ComplianceGate("site-B", margin=0.1).check(decided)
+    # without the handler's bound or decision nothing passes
+    with pytest.raises(ComplianceError):
+        gate.check({"p_member": 0.4})
+    with pytest.raises(ValueError, match="margin must be in"):
+        ComplianceGate("site-B", margin=0.0)
 
 
 def _engine_with_metrics(metrics: dict[str, float]) -> Engine:

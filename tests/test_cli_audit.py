@@ -137,7 +137,9 @@ def test_reference_audit_three_way_exit_code_json_and_trail(files, tmp_path, cap
     assert code == {"forgotten": 0, "not forgotten": 3, "inconclusive": 4}[record["decision"]]
     assert record["decision"] != "not forgotten"  # B was never trained on
     assert record["exit_code"] == code and record["statistic_name"] == "p_member"
-    assert {"power", "remembered_fraction", "needed_query_size"} <= set(record["details"])
+    assert {
+        "remembered_share", "remembered_share_upper", "margin", "reason", "needed_sizes"
+    } <= set(record["details"])
     result = AuditResult.load(tmp_path / "b" / "result.json")
     trail = result.provenance["audit_trail"]
     assert trail["command_line"][:3] == ["monai-forget", "audit", "reference"]

@@ -93,7 +93,10 @@ def test_reference_model_handler_reproduces_the_offline_audit(setup) -> None:
     metrics = _evaluate(setup, audit_set, handler, {"shuffle": False})
     online = handler.metric_fn.last_result
     assert metrics["stat"] == pytest.approx(offline.statistic, rel=1e-9, abs=1e-300)
-    assert metrics["stat_power"] == pytest.approx(offline.details["power"], rel=1e-9)
+    assert metrics["stat_upper"] == pytest.approx(
+        offline.details["remembered_share_upper"], rel=1e-9
+    )
+    assert metrics["stat_forgotten"] == float(offline.decision == "forgotten")
     assert online.decision == offline.decision
     with pytest.raises(ValueError, match="were not evaluated"):
         _evaluate(

@@ -84,12 +84,14 @@ def test_withdrawn_provider_is_forgotten_by_ema(audits: dict) -> None:
     assert ema.details["membership_rate"] < member_rate
 
 
-def test_ks_withdrawn_audit_is_well_formed(audits: dict) -> None:
-    """K-S on the non-member is reported, not asserted right: the paper's K-S can miss
-    it (query data like the training data gives false negatives); it must still be a
-    finite ratio of two K-S distances in [0, 1]."""
+def test_ks_calls_the_never_seen_provider_not_forgotten_as_published(audits: dict) -> None:
+    """Ground truth: C never contributed, so the right answer is "forgotten". K-S as the
+    paper defines it gets it wrong here: the target's confidences on C sit closer to the
+    query shadow's than the calibration shadow's do (rho_KS 0.86 < 1), the paper's false
+    negative for query data like the training data (docs/ks_auditor.md). Pinned as
+    measured, so the published rule stays as published."""
     ks = audits["ks", "withdrawn"]
     d_qt, d_qc = ks.details["ks_query_target"], ks.details["ks_query_calibration"]
-    assert 0.0 <= d_qt <= 1.0 and 0.0 < d_qc <= 1.0
     assert ks.statistic == pytest.approx(d_qt / d_qc)
-    assert ks.decision == (FORGOTTEN if ks.statistic >= 1.0 else NOT_FORGOTTEN)
+    assert ks.statistic == pytest.approx(0.857, abs=0.05)
+    assert ks.decision == NOT_FORGOTTEN  # wrong: C was never trained on

@@ -1,9 +1,9 @@
 """AuditResult JSON round trip, atomic non-clobbering saves, and the HTML report."""
 
 import base64
-import math
 import re
 
+import markupsafe
 import numpy as np
 import pytest
 
@@ -82,6 +82,7 @@ def _refmodel_result(shift: float, label: str, member_shift: float = 1.5) -> Aud
         reference_mean={r: np.zeros(n) for r, n in sizes.items()},
         sigma=1.0,
         n_references=4,
+        score="lira",
     )
     phi = {
         "query": rng.normal(shift, 1, 40),
@@ -100,15 +101,21 @@ def test_report_leads_with_one_verdict_per_scenario_decided_by_reference_models(
     verdicts = html.split("<h2>All audits</h2>")[0]
     # The reference-model audit decides provider C even though K-S's result came first.
     assert re.search(
-        r"provider C</td><td><span[^>]*>not forgotten</span></td><td>reference models", verdicts
+        r"provider C</td><td><span[^>]*>not forgotten</span></td><td>at most [^<]*</td>"
+        r"<td>reference models",
+        verdicts,
     )
     assert "K-S (Liu &amp; Tsaftaris 2020): " + papers_view.decision in verdicts
     assert unclear.decision == "inconclusive"
-    assert "Warning: too little power" in html
-    # the warning says what would give the power: a query size, or none at all
-    need = unclear.details["needed_query_size"]
-    sizing = f"about {int(need)} query samples" if math.isfinite(need) else "no query size would"
-    assert sizing in html
+    # the lead says what is short: no bound (the members do not stand out), or a size
+    lead = html.split("<table>")[0]
+    assert unclear.details["reason"] in lead
+    assert "more known members and non-members" in unclear.details["reason"] or (
+        "it would take" in unclear.details["reason"]
+    )
+    # "inconclusive" is drawn in its own colour, not in the red of "not forgotten"
+    assert '<span class="inconclusive">inconclusive</span>' in html
+    assert '<span class="not-forgotten">inconclusive</span>' not in html
     assert "TPR" in html and "at FPR 0.001" in html
     assert html.count("data:image/png") == 3
 
@@ -123,33 +130,31 @@ def test_report_shows_long_values_whole():
     result.provenance = {"argv": ["audit", "ks", "--label", "x" * 900 + "END"]}
     html = render_report([result], title="Audit")
     assert len(json.dumps(thresholds)) > 2000
-    assert json.dumps(thresholds) in html
+    # every value, at 4 significant digits (no 16-digit floats reach the reader)
+    assert json.dumps([float(f"{t:.4g}") for t in thresholds]) in html
     assert "x" * 900 + "END" in html
 
 
-def test_report_quotes_the_error_rates_of_the_design_that_decided() -> None:
-    """The shipped rates file holds both reference designs; a report quotes the rows of
-    its own design (the segmentation audit's paired one, else the classifier's
-    population one) at the nearest measured |D_Q|, and none for an unknown design."""
-    import json
-    from importlib import resources
+def test_report_quotes_the_error_rates_of_the_matching_cell() -> None:
+    """The reference-model report quotes, for its margin and the nearest measured |D_Q|,
+    the false "forgotten" rate where the true share is at or above the margin (for
+    "forgotten") and the false "not forgotten" rate on never-seen sets (for "not
+    forgotten"); for a margin or design never measured it says that no cell matches."""
+    from monai_forget.audit.report import matching_error_rates
 
-    from monai_forget.audit.report import measured_error_rates
-
-    cells = json.loads(
-        resources.files("monai_forget.audit").joinpath("measured_error_rates.json").read_text()
-    )["cells"]
-    refmodel = [c for c in cells if c["auditor"] == "refmodel" and c["k"] == 100]
-    for design in ("population", "paired"):
-        rows = measured_error_rates("refmodel", 35, design)
-        expected = [c for c in refmodel if c["design"] == design and c["size"] == 50]
-        assert rows == expected and rows
-    assert measured_error_rates("refmodel", 35, "paired") != measured_error_rates("refmodel", 35)
-    assert measured_error_rates("refmodel", 35, "unknown") == []
-    result = _refmodel_result(0.0, "provider P")
-    result.details["reference_design"] = "paired"
-    html = render_report([result], title="Audit")
-    paired = measured_error_rates("refmodel", 40, "paired")
-    population = measured_error_rates("refmodel", 40)
-    assert all(r["not_forgotten"] in html for r in paired)
-    assert any(r["not_forgotten"] not in html for r in population)
+    remembered = _refmodel_result(1.5, "provider C")
+    assert remembered.decision == "not forgotten"
+    quoted = matching_error_rates(remembered)
+    assert quoted["rows"] and all(r["size"] == 50 for r in quoted["rows"])  # |D_Q| 40
+    assert 'false "not forgotten" on never-seen sets (same)' in quoted["statement"]
+    assert 'false "forgotten"' not in quoted["statement"]
+    assert all(r["margin"] == 0.5 for r in quoted["rows"])
+    shares = {r["share"] for r in quoted["rows"]}
+    assert 0.0 in shares and shares <= {0.0, 0.5, 1.0}
+    html = render_report([remembered], title="Audit")
+    assert str(markupsafe.escape(quoted["statement"])) in html
+    remembered.details["margin"] = 0.3
+    assert matching_error_rates(remembered)["statement"].startswith("no measured cell matches")
+    remembered.details["margin"] = 0.5
+    remembered.details["reference_design"] = "paired"
+    assert matching_error_rates(remembered)["statement"].startswith("no measured cell matches")

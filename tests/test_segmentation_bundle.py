@@ -367,7 +367,7 @@ def test_reference_model_audit_of_a_provider(scenario: dict, folder: str) -> Non
     assert saved["details"]["unit"] == "patient"
     assert reference.n_references == CALIBRATION["n_references"]
     assert saved["sizes"]["query"] == len(patients["query"]) >= 4
-    target = {r: np.asarray(saved["arrays"][f"{r}_target_logit"]) for r in patients}
+    target = {r: np.asarray(saved["arrays"][f"{r}_target_signal"]) for r in patients}
     again = reference.audit(target, seed=0)
     assert saved["statistic"] == pytest.approx(again.statistic)
     assert saved["decision"] == again.decision

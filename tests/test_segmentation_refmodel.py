@@ -190,14 +190,15 @@ def test_remembered_and_forgotten_provider(tmp_path: Path) -> None:
     assert kept.decision == "not forgotten", kept.details
     assert gone.decision == "forgotten", gone.details
     assert kept.statistic < 0.001 < 0.5 < gone.statistic
-    assert kept.details["remembered_fraction"] > 0.5 > gone.details["remembered_fraction"]
+    assert kept.details["remembered_share"] > 0.5 > gone.details["remembered_share"]
+    assert gone.details["remembered_share_upper"] < gone.details["margin"]
     assert kept.details["unit"] == "patient" and kept.sizes["query"] == 16
     saved = json.loads((tmp_path / "kept" / "refmodel.json").read_text())
     reference = RefModelReference.from_dict(
         json.loads((tmp_path / "kept" / "refmodel_reference.json").read_text())
     )
     target = {
-        r: np.asarray(saved["arrays"][f"{r}_target_logit"])
+        r: np.asarray(saved["arrays"][f"{r}_target_signal"])
         for r in ("query", "members", "nonmembers")
     }
     again = reference.audit(target, seed=0)

@@ -118,7 +118,9 @@ class ShadowAuditor:
     def _options(self) -> dict[str, Any]:
         """The auditor's own settings (beyond the shared ones) for provenance."""
         shared = {f.name for f in fields(ShadowAuditor)}
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in shared}
+        return {
+            f.name: getattr(self, f.name) for f in fields(self) if f.init and f.name not in shared
+        }
 
     def _provenance(
         self, models: dict[str, nn.Module], data: dict[str, LabelledImages], **extra: Any

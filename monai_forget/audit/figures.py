@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from monai_forget.audit.result import AuditResult
+from monai_forget.audit.result import AuditResult, share_text
 
 __all__ = ["FIGURES", "ema_figure", "ks_figure", "refmodel_figure", "tpr_at_fpr"]
 
@@ -118,8 +118,9 @@ def refmodel_figure(result: AuditResult):
     )
     axes[2].set_title("log scale (low false-alarm regime)", fontsize=9)
     fig.suptitle(
-        f"p_member = {result.statistic:.3g}, power {details.get('power', float('nan')):.2f}: "
-        f"{result.decision}",
+        f"p_member = {result.statistic:.3g}; remembered share at most "
+        f"{share_text(details.get('remembered_share_upper', float('inf')))} "
+        f"(margin {details.get('margin', float('nan')):g}): {result.decision}",
         fontsize=10,
     )
     return fig

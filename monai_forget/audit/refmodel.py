@@ -1,39 +1,46 @@
-"""The reference-model auditor's statistics: calibrated membership scores, a set-level
-test with three outcomes, its power, and the fraction of D_Q still remembered.
+"""The reference-model auditor's statistics: per-sample membership scores against
+reference models, a set-level test, the share of D_Q still remembered with its upper
+bound, and the three-way decision.
 
-Anchors (their ideas, our code): the per-sample score is LiRA's offline test (Carlini et
-al., "Membership Inference Attacks From First Principles", S&P 2022, Sec. IV-C): the
-target's logit-scaled confidence on a sample compared with the same quantity under
-reference models that never trained on it, which removes how hard the sample is for
-any model of the design. The set-level test follows dataset inference (Maini et al.,
-"Dataset Inference", ICLR 2021): a one-sided test of the query set against known
-non-members scored the same way (a permutation test where they use a t-test, see
-:func:`set_test`), after mapping every score to a membership probability
-cross-fitted on the known members and non-members (:class:`MembershipCalibration`:
-bounded, so the heavy tails of saturated confidences cannot dominate, and shaped like the
-likelihood ratio, which weights the scores that separate members best). The fraction
-estimate follows dataset-usage cardinality inference (Tong et al. 2024, DUCI, in ML
-Privacy Meter): the query set is a mixture of remembered and forgotten samples, so its
-mean membership probability interpolates between the known non-members' and members'.
+Anchors (their ideas, our code):
 
-Decision (three-way, :func:`refmodel_decision`):
+- Per-sample score (:data:`SCORES`): by default RMIA's offline score (Zarifzadeh et al.,
+  "Low-Cost High-Power Membership Inference Attacks", ICML 2024, Sec. 3 and App. B.2.2):
+  the target's probability of the true class over ``Pr(x)``, estimated from reference
+  models that never trained on x as ``((1 + a) mean_k p_k(x) + (1 - a)) / 2``
+  (:func:`rmia_scores`). RMIA then compares that ratio with the ratios of population
+  samples z; for a fixed population this is a monotone transform of the ratio, which the
+  membership map below absorbs, so the log ratio is the score. LiRA's offline score with
+  a fixed variance (Carlini et al., "Membership Inference Attacks From First
+  Principles", S&P 2022, Sec. IV-C) stays available (``"lira"``, :func:`calibrated_scores`).
+- Set-level test: dataset inference's one-sided test of the query set against known
+  non-members scored the same way (Maini et al., "Dataset Inference", ICLR 2021; a
+  permutation test here, see :func:`set_test`), after mapping every score to a
+  membership probability cross-fitted on the known members and non-members
+  (:class:`MembershipCalibration`).
+- Remembered share: the mixture estimate of dataset-usage cardinality inference (Tong et
+  al. 2024, DUCI), with a one-sided upper confidence bound
+  (:mod:`~monai_forget.audit.remembered_share`).
 
-- ``not forgotten``: D_Q is more member-like than the known non-members, p <= alpha,
-  and the known members are too (``member_effect_low`` > 0). Without that the target
-  shows no measurable memorisation of its own training data, so a D_Q that differs from
-  the non-members differs for another reason (e.g. another split or scanner) and the
-  decision is ``inconclusive`` (ours: measured on a bounded bundle run, where a model
-  retrained without the provider got p = 0.018 with the members' effect bound at -0.07);
-- ``forgotten``: p > alpha, and the test had power >= ``min_power`` to see D_Q
-  remembered as much as the known members are (with the members' AUC at its lower 95 %
-  confidence bound, so the power is not overstated);
+Decision (three-way, :func:`refmodel_decision`), at level ``alpha`` and margin ``pi0``:
+
+- ``not forgotten``: evidence of remembering: D_Q is more member-like than the known
+  non-members, p <= alpha, and the known members are too (``member_effect_low`` > 0).
+  Without that the target shows no measurable memorisation of its own training data, so
+  a D_Q that differs from the non-members differs for another reason (e.g. another split
+  or scanner) and the decision is ``inconclusive`` (ours: measured on a bounded bundle
+  run, where a model retrained without the provider got p = 0.018 with the members'
+  effect bound at -0.07). Evidence of remembering wins over a bound below the margin.
+- ``forgotten`` at margin ``pi0``: the upper bound of the remembered share is below
+  ``pi0`` (interval inclusion: at every true share >= ``pi0`` the chance of this is at
+  most ``alpha``);
 - ``inconclusive``: neither, or the compared sets do not look alike to the reference
-  models (:func:`shift_check`); the query size that would give the power is reported.
+  models (:func:`shift_check`); the sizes that would give "forgotten" its power are
+  reported (:func:`~monai_forget.audit.remembered_share.needed_sizes`).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,29 +51,52 @@ from monai_forget.audit.refmodel_calibration import (
     MembershipCalibration,
     permutation_pvalue,
 )
+from monai_forget.audit.remembered_share import (
+    KnownSets,
+    detection_power,
+    forgetting_power,
+    needed_sizes,
+    share_bound,
+)
 from monai_forget.audit.result import FORGOTTEN, INCONCLUSIVE, NOT_FORGOTTEN
 from monai_forget.scores import check_probabilities
 
 __all__ = [
+    "PLANNING_POWER",
+    "RMIA_OFFLINE_A",
     "ROLES",
+    "SCORES",
     "MembershipCalibration",
     "SetTest",
     "ShiftCheck",
     "auc",
     "calibrated_scores",
     "logit_confidence",
+    "membership_signal",
     "out_of_pair_logits",
     "permutation_pvalue",
     "pooled_sigma",
     "refmodel_decision",
-    "remembered_fraction",
+    "rmia_scores",
     "set_test",
     "shift_check",
+    "shift_signal",
+    "true_class_probability",
 ]
 
 #: The sets a reference-model audit scores: the query set and the known members and
 #: non-members of the target.
 ROLES: tuple[str, ...] = ("query", "members", "nonmembers")
+#: The per-sample scores: RMIA's offline score (the default) and LiRA's offline score with
+#: a fixed variance.
+SCORES: tuple[str, ...] = ("rmia", "lira")
+#: RMIA's offline coefficient ``a`` (``Pr(x) = ((1 + a) p_out + (1 - a)) / 2``). Chosen
+#: among 0, 0.1, ..., 1 on the development seed of benchmarks/audit_calibration.py (both
+#: MNIST and PneumoniaMNIST: highest AUC and TPR at 1 % FPR at ``a = 0``), never on the
+#: seeds its error rates are measured on.
+RMIA_OFFLINE_A = 0.0
+#: The power the needed sizes are planned for ("inconclusive" says what would give it).
+PLANNING_POWER = 0.8
 _TINY = np.finfo(np.float64).tiny
 
 
@@ -83,6 +113,56 @@ def logit_confidence(probs: object, labels: object) -> np.ndarray:
     p_y = p[rows, y]
     others = p.sum(axis=1) - p_y
     return np.log(np.maximum(p_y, _TINY)) - np.log(np.maximum(others, _TINY))
+
+
+def true_class_probability(probs: object, labels: object) -> np.ndarray:
+    """Each sample's softmax probability of its true class (RMIA's signal)."""
+    p, y = check_probabilities(probs, labels)
+    return p[np.arange(len(y)), y]
+
+
+def membership_signal(score: str, probs: object, labels: object) -> np.ndarray:
+    """What one model contributes to ``score``: the true-class probability (``"rmia"``)
+    or LiRA's logit-scaled confidence (``"lira"``)."""
+    if score == "rmia":
+        return true_class_probability(probs, labels)
+    if score == "lira":
+        return logit_confidence(probs, labels)
+    raise ValueError(f"score must be one of {SCORES}, got {score!r}")
+
+
+def shift_signal(score: str, signal: np.ndarray) -> np.ndarray:
+    """What the shift check compares of one model's signal: the log true-class
+    probability for ``"rmia"`` (the mean of a probability hides how much harder a source
+    is: measured, the log caught other-site D_Q far more often), the logit-scaled
+    confidence itself for ``"lira"``."""
+    signal = np.asarray(signal, dtype=np.float64)
+    return np.log(np.maximum(signal, _TINY)) if score == "rmia" else signal
+
+
+def rmia_scores(
+    target_p: np.ndarray, reference_p_mean: np.ndarray, a: float = RMIA_OFFLINE_A
+) -> np.ndarray:
+    """RMIA's offline log likelihood ratio ``log p_T(x) - log Pr(x)`` of every sample.
+
+    Zarifzadeh et al. 2024, Sec. 3 (``LR_theta(x) = Pr(x | theta) / Pr(x)``) and App.
+    B.2.2 (offline: ``Pr(x) = ((1 + a) p_out(x) + (1 - a)) / 2`` with ``p_out`` the mean
+    true-class probability of reference models that never trained on x). Higher means
+    more member-like. The comparison with population samples that turns the ratio into
+    RMIA's score is monotone in the ratio for a fixed population; the membership map
+    of the set-level test absorbs it.
+    """
+    target_p = np.asarray(target_p, dtype=np.float64)
+    reference_p_mean = np.asarray(reference_p_mean, dtype=np.float64)
+    if target_p.shape != reference_p_mean.shape:
+        raise ValueError(
+            f"{reference_p_mean.shape} reference probabilities for {target_p.shape} target "
+            "probabilities; score the same samples with every model"
+        )
+    if not 0.0 <= a <= 1.0:
+        raise ValueError(f"RMIA's offline coefficient a must be in [0, 1], got {a}")
+    marginal = (1 + a) / 2 * reference_p_mean + (1 - a) / 2
+    return np.log(np.maximum(target_p, _TINY)) - np.log(np.maximum(marginal, _TINY))
 
 
 def calibrated_scores(
@@ -166,7 +246,8 @@ def auc(a: np.ndarray, b: np.ndarray) -> float:
 
 @dataclass(frozen=True)
 class SetTest:
-    """The set-level test of D_Q against known non-members, and its power.
+    """The set-level test of D_Q against known non-members, the remembered share, and the
+    power behind each decision.
 
     Attributes:
         pvalue: one-sided permutation-test p-value of the difference in mean mapped
@@ -175,10 +256,16 @@ class SetTest:
         member_mean: the known members' mean.
         nonmember_mean: the known non-members' mean.
         member_effect_low: one-sided 95 % lower confidence bound of member - non-member.
-        power: probability that the test rejects at alpha when D_Q is remembered like
-            the known members (normal approximation, with ``member_effect_low``).
-        needed_query_size: the |D_Q| that would give ``min_power`` (``inf`` when no size
-            would: no member signal, or too few known non-members).
+        share: estimated share of D_Q still remembered (DUCI's mixture estimate).
+        share_upper: its one-sided ``1 - alpha`` upper confidence bound (``inf``: none).
+        margin: the share below which the bound must lie for "forgotten".
+        power_forgotten: chance that a wholly forgotten D_Q of this size gets a bound
+            below the margin (:func:`~monai_forget.audit.remembered_share.forgetting_power`).
+        power_remembered: chance that the test finds a wholly remembered D_Q of this
+            size (:func:`~monai_forget.audit.remembered_share.detection_power`).
+        needed: the size of D_Q, of the known members and of the known non-members
+            (each with the others as they are) for :data:`PLANNING_POWER` to certify a
+            wholly forgotten D_Q; ``inf`` where no size of that set is enough.
     """
 
     pvalue: float
@@ -186,8 +273,12 @@ class SetTest:
     member_mean: float
     nonmember_mean: float
     member_effect_low: float
-    power: float
-    needed_query_size: float
+    share: float
+    share_upper: float
+    margin: float
+    power_forgotten: float
+    power_remembered: float
+    needed: dict[str, float]
 
 
 def set_test(
@@ -195,11 +286,11 @@ def set_test(
     calibration: MembershipCalibration,
     *,
     alpha: float,
-    min_power: float,
+    margin: float,
     n_resamples: int = PERMUTATIONS,
     seed: int = 0,
 ) -> SetTest:
-    """Test D_Q against the known non-members and measure the test's power.
+    """Test D_Q against the known non-members and bound the share of it remembered.
 
     D_Q's scores are mapped to membership probabilities (:class:`MembershipCalibration`)
     and their mean is compared with the known non-members' by a one-sided permutation
@@ -214,11 +305,11 @@ def set_test(
     under 10 % with the cross-fitted pair: tests/test_audit_refmodel.py); the
     permutation test is exact whenever D_Q and the non-members are exchangeable.
 
-    For a query set remembered like the known members, the mean difference would be
-    ``d = mean(members) - mean(nonmembers)``; with its lower 95 % bound ``d_low`` the power is
-    ``Phi(d_low / sqrt(v_M / n_Q + v_N / n_N) - z_{1-alpha})``, and the query size giving
-    ``min_power`` solves the same equation for ``n_Q``.
+    The remembered share and its upper bound are
+    :func:`~monai_forget.audit.remembered_share.share_bound` of the mapped values.
     """
+    if not 0.0 < margin <= 1.0:
+        raise ValueError(f"margin must be in (0, 1], got {margin}")
     q = calibration(query)
     m, n = calibration.members, calibration.nonmembers
     pvalue = permutation_pvalue(
@@ -229,18 +320,21 @@ def set_test(
         n_resamples=n_resamples,
         seed=seed,
     )
-    v_m, v_n = float(np.var(m, ddof=1)), float(np.var(n, ddof=1))
-    effect = float(m.mean() - n.mean())
-    effect_low = effect - scipy.stats.norm.ppf(0.95) * math.sqrt(v_m / m.size + v_n / n.size)
-    z_alpha, z_power = scipy.stats.norm.ppf(1 - alpha), scipy.stats.norm.ppf(min_power)
-    se = math.sqrt(v_m / q.size + v_n / n.size)
-    power = float(scipy.stats.norm.cdf(effect_low / se - z_alpha)) if se > 0 else 0.0
-    room = (effect_low / (z_alpha + z_power)) ** 2 - v_n / n.size
-    needed = math.ceil(v_m / room) if effect_low > 0 and room > 0 else math.inf
+    known = KnownSets.of(m, n)
+    bound = share_bound(q, known, alpha)
     return SetTest(
-        float(pvalue), float(q.mean()), float(m.mean()), float(n.mean()), effect_low,
-        power, needed,
-    )  # fmt: skip
+        pvalue=float(pvalue),
+        query_mean=float(q.mean()),
+        member_mean=known.member_mean,
+        nonmember_mean=known.nonmember_mean,
+        member_effect_low=known.effect_low(0.95),
+        share=bound.estimate,
+        share_upper=bound.upper,
+        margin=float(margin),
+        power_forgotten=forgetting_power(known, q.size, margin, alpha),
+        power_remembered=detection_power(known, q.size, alpha),
+        needed=needed_sizes(known, q.size, margin, alpha, PLANNING_POWER),
+    )
 
 
 @dataclass(frozen=True)
@@ -281,63 +375,13 @@ def shift_check(
     return ShiftCheck(pvalue(query_mu, nonmember_mu), pvalue(member_mu, nonmember_mu), level)
 
 
-def refmodel_decision(
-    test: SetTest, alpha: float, min_power: float, shift: ShiftCheck | None = None
-) -> str:
+def refmodel_decision(test: SetTest, alpha: float, shift: ShiftCheck | None = None) -> str:
     """The three-way decision of the module docstring; "inconclusive" whatever the test
     says when the compared sets do not look alike to the reference models."""
     if shift is not None and shift.shifted:
         return INCONCLUSIVE
     if test.pvalue <= alpha:
         return NOT_FORGOTTEN if test.member_effect_low > 0 else INCONCLUSIVE
-    if test.power >= min_power:
+    if test.share_upper < test.margin:
         return FORGOTTEN
     return INCONCLUSIVE
-
-
-def remembered_fraction(
-    query: np.ndarray,
-    calibration: MembershipCalibration,
-    *,
-    n_boot: int = 1000,
-    level: float = 0.95,
-    seed: int = 0,
-) -> tuple[float, float, float]:
-    """Estimated share of D_Q the model still remembers, with a bootstrap interval.
-
-    If a share ``pi`` of D_Q is remembered (scoring like the known members) and the rest
-    forgotten (like non-members), D_Q's mean membership probability is ``pi * mean_M +
-    (1 - pi) * mean_N``, so ``pi = (mean_Q - mean_N) / (mean_M - mean_N)``: a mixture
-    estimate in the spirit of DUCI. The interval resamples the three sets independently
-    (percentile bootstrap). ``nan`` when members and non-members do not differ.
-
-    A ratio's confidence set is bounded only when its denominator is significantly
-    non-zero (Fieller 1954): when the bootstrap puts the members' lead over the
-    non-members, ``mean_M - mean_N``, at or below 0 in more than ``(1 - level) / 2`` of
-    the resamples, the interval is ``(-inf, inf)``: the known members are not measurably
-    member-like, so no share of D_Q can be excluded (a percentile interval of the ratio
-    would be finite there, and meaningless).
-
-    Returns:
-        ``(estimate, low, high)``, not clipped (values outside [0, 1] are sampling noise
-        around the ends).
-    """
-    sets = [calibration(query), calibration.members, calibration.nonmembers]
-
-    def fraction(q: np.ndarray, m: np.ndarray, n: np.ndarray) -> np.ndarray:
-        span = m - n
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(span != 0, (q - n) / span, np.nan)
-
-    estimate = float(fraction(*(s.mean() for s in sets)))
-    rng = np.random.default_rng(seed)
-    means = [s[rng.integers(0, s.size, (n_boot, s.size))].mean(axis=1) for s in sets]
-    boot = fraction(*means)
-    boot = boot[np.isfinite(boot)]
-    if not np.isfinite(estimate) or boot.size == 0:
-        return float("nan"), float("nan"), float("nan")
-    if np.mean(means[1] - means[2] <= 0) > (1 - level) / 2:
-        return estimate, -math.inf, math.inf
-    tail = 100 * (1 - level) / 2
-    low, high = np.percentile(boot, [tail, 100 - tail])
-    return estimate, float(low), float(high)

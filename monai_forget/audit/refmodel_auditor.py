@@ -21,10 +21,17 @@ from sklearn.model_selection import StratifiedGroupKFold
 from torch import nn
 
 from monai_forget.audit.auditors import ShadowAuditor, check_set_size
-from monai_forget.audit.refmodel import ROLES, logit_confidence, pooled_sigma
-from monai_forget.audit.refmodel_reference import RefModelReference
+from monai_forget.audit.refmodel import (
+    ROLES,
+    SCORES,
+    membership_signal,
+    pooled_sigma,
+    shift_signal,
+)
+from monai_forget.audit.refmodel_reference import RefModelReference, check_levels
 from monai_forget.audit.result import AuditResult
 from monai_forget.data import DataOverlapError, LabelledImages, check_disjoint, concat
+from monai_forget.defaults import REFMODEL_ALPHA, REFMODEL_MARGIN
 
 __all__ = ["ReferenceModelAuditor"]
 
@@ -120,9 +127,12 @@ class ReferenceModelAuditor(ShadowAuditor):
     Args:
         n_references: reference models to train (more give more power; at least 2).
         reference_fraction: share of the population each reference model trains on.
-        alpha: level of the set-level test.
-        min_power: the power the test needs before D_Q is called forgotten.
-        n_boot: bootstrap resamples of the remembered-fraction interval.
+        alpha: level of the set-level test and error level of the remembered share's
+            upper bound.
+        margin: "forgotten" means the upper bound of the share of D_Q still remembered
+            is below this (default 0.5, ``monai_forget.defaults.REFMODEL_MARGIN``).
+        score: the per-sample score, ``"rmia"`` (RMIA offline, the default) or
+            ``"lira"`` (LiRA offline, fixed variance).
         workers: processes training reference models side by side (``None``: one per
             available core; see :meth:`~monai_forget.shadow.ShadowTrainer.train_many`).
             Reference model k is :func:`~monai_forget.shadow.reference_subset` job k, so
@@ -139,16 +149,19 @@ class ReferenceModelAuditor(ShadowAuditor):
         reference_: what the last ``fit_reference``/``audit`` learned.
         roles_: the sets it scored (D_Q, the scored known members and non-members): the
             audit set an evaluation-time check runs over.
+        reference_models_: the reference models of the last fit (their SHA-256 are in
+            each result's provenance).
     """
 
     n_references: int = 8
     reference_fraction: float = 0.5
-    alpha: float = 0.05
-    min_power: float = 0.95
-    n_boot: int = 1000
+    alpha: float = REFMODEL_ALPHA
+    margin: float = REFMODEL_MARGIN
+    score: str = "rmia"
     workers: int | None = None
     group_pattern: str | None = None
     roles_: dict[str, LabelledImages] = field(default_factory=dict, init=False, repr=False)
+    reference_models_: list[nn.Module] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.n_references < MIN_REFERENCES:
@@ -158,8 +171,9 @@ class ReferenceModelAuditor(ShadowAuditor):
             )
         if not 0.0 < self.reference_fraction < 1.0:
             raise ValueError(f"reference_fraction must be in (0, 1), got {self.reference_fraction}")
-        if not 0.0 < self.alpha < 1.0 or not 0.5 <= self.min_power < 1.0:
-            raise ValueError("alpha must be in (0, 1) and min_power in [0.5, 1)")
+        check_levels(self.alpha, self.margin)
+        if self.score not in SCORES:
+            raise ValueError(f"score must be one of {SCORES}, got {self.score!r}")
         if self.group_pattern is not None:
             try:
                 re.compile(self.group_pattern)
@@ -223,25 +237,34 @@ class ReferenceModelAuditor(ShadowAuditor):
         self.roles_ = roles
         scored = concat(*(roles[r] for r in ROLES))
         phis, accuracies = [], []
-        for model in self.reference_models(population):
+        models = self.reference_models(population)
+        self.reference_models_ = models
+        for model in models:
             out = self._predict(model, scored)
-            phis.append(logit_confidence(out.probs, out.labels))
+            phis.append(membership_signal(self.score, out.probs, out.labels))
             nonmembers = self._predict(model, roles["nonmembers"])
             accuracies.append(float(np.mean(nonmembers.probs.argmax(1) == nonmembers.labels)))
         phi = np.stack(phis)
+        shift = shift_signal(self.score, phi)
         bounds = np.cumsum([0] + [len(roles[r]) for r in ROLES])
+
+        def by_role(values: np.ndarray) -> dict[str, np.ndarray]:
+            return {
+                r: values[:, bounds[i] : bounds[i + 1]].mean(axis=0) for i, r in enumerate(ROLES)
+            }
+
         self.reference_ = RefModelReference(
             hashes={r: roles[r].sample_hashes for r in ROLES},
             labels={r: np.asarray(roles[r].labels) for r in ROLES},
-            reference_mean={
-                r: phi[:, bounds[i] : bounds[i + 1]].mean(axis=0) for i, r in enumerate(ROLES)
-            },
+            reference_mean=by_role(phi),
             sigma=pooled_sigma(phi),
             n_references=self.n_references,
             alpha=self.alpha,
-            min_power=self.min_power,
+            margin=self.margin,
             reference_accuracy=float(np.mean(accuracies)),
             groups=self._groups(roles),
+            score=self.score,
+            shift_mean=by_role(shift) if self.score == "rmia" else None,
         )
         return self.reference_, roles, population
 
@@ -262,25 +285,26 @@ class ReferenceModelAuditor(ShadowAuditor):
     ) -> AuditResult:
         """Has ``target`` forgotten ``query``? Three-way answer with its power."""
         reference, roles, population = self._fit(query, calibration, population)
-        phi = {}
+        signal = {}
         for role in ROLES:
             out = self._predict(target, roles[role])
-            phi[role] = logit_confidence(out.probs, out.labels)
+            signal[role] = reference.signal(out.probs, out.labels)
             if role == "nonmembers":
                 accuracy = float(np.mean(out.probs.argmax(1) == out.labels))
-        result = reference.audit(
-            phi, label=label, target_accuracy=accuracy, seed=self.seed, n_boot=self.n_boot
-        )
+        result = reference.audit(signal, label=label, target_accuracy=accuracy, seed=self.seed)
         result.sizes["population"] = len(population)
         result.details["group_pattern"] = self.group_pattern
+        # every model that decided, by content (SHA-256 of its weights)
+        references = {f"reference_{k}": m for k, m in enumerate(self.reference_models_)}
         result.provenance = self._provenance(
-            {"target": target},
+            {"target": target, **references},
             {**roles, "population": population},
         )
         return result
 
     def audit_predictions(
-        self, reference: RefModelReference, target_phi: dict[str, np.ndarray], *, label: str = ""
+        self, reference: RefModelReference, target_signal: dict[str, np.ndarray], *, label: str = ""
     ) -> AuditResult:
-        """The audit from the target's logit confidences on each role, computed elsewhere."""
-        return reference.audit(target_phi, label=label, seed=self.seed, n_boot=self.n_boot)
+        """The audit from the target's signal on each role (``reference.signal``), computed
+        elsewhere."""
+        return reference.audit(target_signal, label=label, seed=self.seed)

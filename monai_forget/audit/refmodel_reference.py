@@ -9,19 +9,23 @@ from typing import Any
 import numpy as np
 
 from monai_forget.audit.refmodel import (
+    PLANNING_POWER,
     ROLES,
+    SCORES,
     MembershipCalibration,
     SetTest,
     ShiftCheck,
     auc,
+    membership_signal,
     refmodel_decision,
-    remembered_fraction,
+    rmia_scores,
     set_test,
     shift_check,
 )
-from monai_forget.audit.result import AuditResult
+from monai_forget.audit.result import FORGOTTEN, NOT_FORGOTTEN, AuditResult, share_text
+from monai_forget.defaults import REFMODEL_ALPHA, REFMODEL_MARGIN
 
-__all__ = ["RefModelReference", "refmodel_rule"]
+__all__ = ["RefModelReference", "check_levels", "decision_reason", "refmodel_rule"]
 
 
 @dataclass(frozen=True)
@@ -29,24 +33,32 @@ class RefModelReference:
     """What the reference-model auditor learned before seeing any target output.
 
     For each role (the query set D_Q, the known members and non-members of the target):
-    the samples' content hashes, labels and the reference models' mean logit-scaled
-    confidence; plus the pooled spread. At evaluation time the target's outputs on those
-    samples, matched by content hash whatever their order, complete the audit.
+    the samples' content hashes, labels and the reference models' mean signal of the
+    per-sample score (:func:`~monai_forget.audit.refmodel.membership_signal`); plus the
+    pooled spread. At evaluation time the target's outputs on those samples, matched by
+    content hash whatever their order, complete the audit.
 
     Attributes:
         hashes: role -> (N,) content hashes (``monai_forget.fingerprint``).
         labels: role -> (N,) labels.
-        reference_mean: role -> (N,) mean over reference models of ``logit_confidence``.
-        sigma: pooled spread of the reference models (:func:`pooled_sigma`).
+        reference_mean: role -> (N,) mean over reference models of the score's signal
+            (the true-class probability for ``"rmia"``, the logit-scaled confidence for
+            ``"lira"``).
+        sigma: pooled spread of the reference models' signal (:func:`pooled_sigma`;
+            LiRA's fixed variance, unused by ``"rmia"``).
         n_references: number of reference models.
-        alpha: level of the test.
-        min_power: power the test needs before D_Q is called forgotten.
+        alpha: level of the test and error level of the share's upper bound.
+        margin: "forgotten" needs the upper bound of the remembered share below it.
         reference_accuracy: mean accuracy of the reference models on the known
             non-members (compared with the target's in the report).
         groups: role -> (N,) group of each sample (e.g. its patient), or ``None``. With
             groups, every statistic is computed on the groups' mean scores, one unit per
             group: slices of one patient are not independent, and a test that counts
             them as such overstates the evidence (too small p, too much power).
+        score: the per-sample score (:data:`~monai_forget.audit.refmodel.SCORES`).
+        shift_mean: role -> (N,) mean over reference models of
+            :func:`~monai_forget.audit.refmodel.shift_signal`, what the shift check
+            compares (``None``: ``reference_mean``).
     """
 
     hashes: dict[str, np.ndarray]
@@ -54,17 +66,20 @@ class RefModelReference:
     reference_mean: dict[str, np.ndarray]
     sigma: float
     n_references: int
-    alpha: float = 0.05
-    min_power: float = 0.95
+    alpha: float = REFMODEL_ALPHA
+    margin: float = REFMODEL_MARGIN
     reference_accuracy: float = float("nan")
     groups: dict[str, np.ndarray] | None = None
+    score: str = "rmia"
+    shift_mean: dict[str, np.ndarray] | None = None
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if set(self.hashes) != set(ROLES):
             raise ValueError(f"a reference needs the roles {ROLES}, got {sorted(self.hashes)}")
-        if not 0.0 < self.alpha < 1.0 or not 0.5 <= self.min_power < 1.0:
-            raise ValueError("alpha must be in (0, 1) and min_power in [0.5, 1)")
+        check_levels(self.alpha, self.margin)
+        if self.score not in SCORES:
+            raise ValueError(f"score must be one of {SCORES}, got {self.score!r}")
         if self.groups is not None and any(
             len(self.groups[r]) != len(self.hashes[r]) for r in ROLES
         ):
@@ -74,12 +89,16 @@ class RefModelReference:
         return {role: len(self.hashes[role]) for role in ROLES}
 
     def decide(self, test: SetTest, shift: ShiftCheck | None = None) -> str:
-        """:func:`refmodel_decision` at this reference's alpha and minimum power."""
-        return refmodel_decision(test, self.alpha, self.min_power, shift)
+        """:func:`refmodel_decision` at this reference's alpha (the margin is the test's)."""
+        return refmodel_decision(test, self.alpha, shift)
+
+    def signal(self, probs: object, labels: object) -> np.ndarray:
+        """A model's signal for this reference's score (what ``audit`` takes per role)."""
+        return membership_signal(self.score, probs, labels)
 
     def shift(self) -> ShiftCheck:
         """Whether D_Q, the known members and non-members look alike to the references."""
-        mu = self.units(self.reference_mean)
+        mu = self.units(self.shift_mean or self.reference_mean)
         return shift_check(mu["query"], mu["members"], mu["nonmembers"])
 
     def units(self, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -101,9 +120,15 @@ class RefModelReference:
             "sigma": self.sigma,
             "n_references": self.n_references,
             "alpha": self.alpha,
-            "min_power": self.min_power,
+            "margin": self.margin,
+            "score": self.score,
             "reference_accuracy": self.reference_accuracy,
             **({"groups": {r: self.groups[r].tolist() for r in ROLES}} if self.groups else {}),
+            **(
+                {"shift_mean": {r: self.shift_mean[r].tolist() for r in ROLES}}
+                if self.shift_mean
+                else {}
+            ),
         }
 
     @classmethod
@@ -116,41 +141,50 @@ class RefModelReference:
             },
             sigma=float(data["sigma"]),
             n_references=int(data["n_references"]),
-            alpha=float(data.get("alpha", 0.05)),
-            min_power=float(data.get("min_power", 0.95)),
+            alpha=float(data.get("alpha", REFMODEL_ALPHA)),
+            margin=float(data.get("margin", REFMODEL_MARGIN)),
+            # references written before the score was recorded hold LiRA's logits
+            score=str(data.get("score", "lira")),
             reference_accuracy=float(data.get("reference_accuracy", "nan")),
             groups=(
                 {r: np.asarray(data["groups"][r], dtype=str) for r in ROLES}
                 if data.get("groups")
                 else None
             ),
+            shift_mean=(
+                {r: np.asarray(data["shift_mean"][r], dtype=np.float64) for r in ROLES}
+                if data.get("shift_mean")
+                else None
+            ),
         )
 
-    def scores(self, target_phi: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Calibrated scores of every role from the target's logit confidences."""
+    def scores(self, target_signal: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Per-sample membership scores of every role from the target's signal."""
         out = {}
         for role in ROLES:
-            phi = np.asarray(target_phi[role], dtype=np.float64)
-            if phi.shape != self.reference_mean[role].shape:
+            signal = np.asarray(target_signal[role], dtype=np.float64)
+            if signal.shape != self.reference_mean[role].shape:
                 raise ValueError(
-                    f"the target's outputs cover {phi.size} {role} samples but the reference "
-                    f"has {self.reference_mean[role].size}; score the whole audit set"
+                    f"the target's outputs cover {signal.size} {role} samples but the "
+                    f"reference has {self.reference_mean[role].size}; score the whole audit set"
                 )
-            out[role] = (phi - self.reference_mean[role]) / self.sigma
+            if self.score == "rmia":
+                out[role] = rmia_scores(signal, self.reference_mean[role])
+            else:
+                out[role] = (signal - self.reference_mean[role]) / self.sigma
         return out
 
     def audit(
         self,
-        target_phi: dict[str, np.ndarray],
+        target_signal: dict[str, np.ndarray],
         *,
         label: str = "",
         target_accuracy: float = float("nan"),
         seed: int = 0,
-        n_boot: int = 1000,
     ) -> AuditResult:
-        """The audit of a target whose logit confidences on each role's samples (in this
-        reference's order) are ``target_phi``."""
-        samples = self.scores(target_phi)
+        """The audit of a target whose signal (:meth:`signal`) on each role's samples (in
+        this reference's order) is ``target_signal``."""
+        samples = self.scores(target_signal)
         scores = self.units(samples)
         few = {r: scores[r].size for r in ("members", "nonmembers") if scores[r].size < 4}
         if self.groups is not None and few:
@@ -160,31 +194,34 @@ class RefModelReference:
             )
         calibration = MembershipCalibration.fit(scores["members"], scores["nonmembers"], seed)
         test = set_test(
-            scores["query"], calibration, alpha=self.alpha, min_power=self.min_power, seed=seed
+            scores["query"], calibration, alpha=self.alpha, margin=self.margin, seed=seed
         )
-        fraction = remembered_fraction(scores["query"], calibration, n_boot=n_boot, seed=seed)
         shift = self.shift()
+        decision = self.decide(test, shift)
         warnings = self._warnings(test, target_accuracy, shift)
         return AuditResult(
             method="refmodel",
-            decision=self.decide(test, shift),
+            decision=decision,
             statistic_name="p_member",
             statistic=test.pvalue,
-            rule=refmodel_rule(self.alpha, self.min_power),
+            rule=refmodel_rule(self.alpha, self.margin),
             details={
                 "alpha": self.alpha,
-                "min_power": self.min_power,
+                "margin": self.margin,
+                "membership_score": self.score,
+                "remembered_share": test.share,
+                "remembered_share_upper": test.share_upper,
+                "reason": decision_reason(decision, test, shift, self.alpha),
                 "query_membership": test.query_mean,
                 "member_membership": test.member_mean,
                 "nonmember_membership": test.nonmember_mean,
                 "member_effect_low": test.member_effect_low,
                 "member_auc": auc(scores["members"], scores["nonmembers"]),
-                "power": test.power,
+                "power_forgotten": test.power_forgotten,
+                "power_remembered": test.power_remembered,
+                "needed_sizes": test.needed,
                 "shift_pvalue_query": shift.pvalue_query,
                 "shift_pvalue_members": shift.pvalue_members,
-                "needed_query_size": test.needed_query_size,
-                "remembered_fraction": fraction[0],
-                "remembered_fraction_interval": [fraction[1], fraction[2]],
                 "n_references": self.n_references,
                 "sigma": self.sigma,
                 "target_accuracy_nonmembers": target_accuracy,
@@ -196,8 +233,8 @@ class RefModelReference:
             sizes=self.sizes(),
             arrays={
                 **{f"{role}_score": samples[role] for role in ROLES},
-                **{f"{role}_target_logit": np.asarray(target_phi[role]) for role in ROLES},
-                **{f"{role}_reference_logit": self.reference_mean[role] for role in ROLES},
+                **{f"{role}_target_signal": np.asarray(target_signal[role]) for role in ROLES},
+                **{f"{role}_reference_signal": self.reference_mean[role] for role in ROLES},
                 **{f"{role}_label": self.labels[role] for role in ROLES},
             },
             label=label,
@@ -238,11 +275,68 @@ class RefModelReference:
         return out
 
 
-def refmodel_rule(alpha: float, min_power: float) -> str:
+def check_levels(alpha: float, margin: float) -> None:
+    """Refuse a level or margin outside its range, naming the fix."""
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}; e.g. 0.05")
+    if not 0.0 < margin <= 1.0:
+        raise ValueError(
+            f"margin must be in (0, 1], got {margin}: the share of D_Q that may still be "
+            "remembered for it to count as forgotten, e.g. 0.5"
+        )
+
+
+def refmodel_rule(alpha: float, margin: float) -> str:
     """:func:`refmodel_decision` in words."""
     return (
         f"p_member <= {alpha:g} while the known members are measurably member-like: not "
-        f"forgotten; p_member > {alpha:g} with power >= "
-        f"{min_power:g} to see D_Q remembered like the known members: forgotten; "
-        "otherwise inconclusive"
+        f"forgotten (evidence of remembering); else the {1 - alpha:.0%} upper bound of the "
+        f"share of D_Q still remembered below {margin:g}: forgotten; otherwise inconclusive"
+    )
+
+
+def decision_reason(decision: str, test: SetTest, shift: ShiftCheck, alpha: float) -> str:
+    """Why the audit decided as it did; for "inconclusive", what is short and by how much."""
+    bound = share_text(test.share_upper)
+    if decision == NOT_FORGOTTEN:
+        return (
+            f"evidence of remembering: D_Q scores more member-like than the known non-members "
+            f"(p = {test.pvalue:.2g} <= {alpha:g}); at most {bound} of it is remembered "
+            f"({1 - alpha:.0%} upper bound)"
+        )
+    if decision == FORGOTTEN:
+        return (
+            f"no evidence of remembering (p = {test.pvalue:.2g}); at most {bound} of D_Q is "
+            f"still remembered ({1 - alpha:.0%} upper bound), below the margin {test.margin:g}"
+        )
+    if shift.shifted:
+        return (
+            "the reference models see D_Q, the known members and the known non-members as "
+            f"differently distributed (K-S p = {shift.pvalue_query:.2g} for D_Q, "
+            f"{shift.pvalue_members:.2g} for the members): give known non-members from D_Q's "
+            "own source (site, scanner, split)"
+        )
+    if test.pvalue <= alpha:
+        return (
+            f"D_Q scores more member-like than the known non-members (p = {test.pvalue:.2g}) "
+            "but the known members do not: the difference is not memorisation the target "
+            "shows on its own training data (another source or split?)"
+        )
+    if not np.isfinite(test.share_upper):
+        return (
+            "the known members score no measurably higher than the known non-members, so no "
+            "share of D_Q can be excluded: more known members and non-members, or more "
+            "reference models, are needed"
+        )
+    have = {"query": "D_Q", "members": "known members", "nonmembers": "known non-members"}
+    wants = [f"{int(n)} {have[k]}" for k, n in test.needed.items() if np.isfinite(n)]
+    plan = (
+        f"for {PLANNING_POWER:.0%} power it would take " + " or ".join(wants)
+        if wants
+        else "no size of one set alone would give it power"
+    )
+    return (
+        f"at most {bound} of D_Q is remembered ({1 - alpha:.0%} upper bound), not below the "
+        f"margin {test.margin:g}; a wholly forgotten D_Q of this size would be certified with "
+        f"power {test.power_forgotten:.2f}: {plan} (each with the other sets as they are)"
     )

@@ -1,10 +1,12 @@
 """HTML report of withdrawal audits, with PNG figures embedded so one file is the record.
 
 It leads with one verdict per audited scenario: when auditors disagree the calibrated
-reference-model audit decides and K-S and EMA are shown as the papers' views. Each
-section then gives the statistic, warnings (power, query size, reference models), the
-error rates measured for that auditor (``benchmarks/audit_calibration.py``), the
-figures, a per-class breakdown and the audit trail.
+reference-model audit decides and K-S and EMA are shown as the papers' views. For the
+reference-model audit the lead gives the bound on the share of D_Q still remembered, the
+margin, why it decided (for "inconclusive": what is short) and the error rate measured in
+the benchmark cell that matches the setting (``benchmarks/audit_calibration.py``), or
+says that none does. Each section then gives the statistic, warnings, the measured rates,
+the figures, a per-class breakdown and the audit trail.
 """
 
 from __future__ import annotations
@@ -19,11 +21,24 @@ from typing import Any
 import numpy as np
 
 from monai_forget.audit.figures import FIGURES, ema_figure, ks_figure, tpr_at_fpr
-from monai_forget.audit.result import AuditResult
+from monai_forget.audit.result import (
+    FORGOTTEN,
+    INCONCLUSIVE,
+    NOT_FORGOTTEN,
+    AuditResult,
+    share_text,
+)
 from monai_forget.reporting import figure_png, render_html, write_html
 from monai_forget.results import to_json
 
-__all__ = ["ema_figure", "ks_figure", "measured_error_rates", "render_report", "write_report"]
+__all__ = [
+    "ema_figure",
+    "ks_figure",
+    "matching_error_rates",
+    "measured_error_rates",
+    "render_report",
+    "write_report",
+]
 
 #: Which auditor decides a scenario when several ran (the calibrated one first).
 PRECEDENCE = ("refmodel", "ema", "ks")
@@ -31,29 +46,82 @@ NAMES = {"refmodel": "reference models", "ks": "K-S (Liu & Tsaftaris 2020)",
          "ema": "EMA (Huang et al. 2021)"}  # fmt: skip
 
 
-def measured_error_rates(
-    method: str, query_size: int, design: str = "population"
-) -> list[dict[str, Any]]:
-    """The benchmark's error rates for ``method`` at the measured |D_Q| nearest
-    ``query_size`` (calibration quality 100 %), one row per data set and query kind.
-
-    ``design`` is the reference models' design (``"population"``: the classifier
-    auditor's; ``"paired"``: complementary pairs, the segmentation audit's), so a report
-    quotes the rates of the design that made its decision; other methods have none."""
+def _cells() -> list[dict[str, Any]]:
     path = resources.files("monai_forget.audit").joinpath("measured_error_rates.json")
-    if not path.is_file():
-        return []
-    rates = json.loads(path.read_text())
-    rows = [
-        r
-        for r in rates.get("cells", [])
-        if r["auditor"] == method and r["k"] == 100 and r.get("design", design) == design
-    ]
+    return json.loads(path.read_text()).get("cells", []) if path.is_file() else []
+
+
+def _nearest(sizes: set[int], query_size: int) -> int:
+    return min(sizes, key=lambda s: abs(np.log(s) - np.log(max(query_size, 1))))
+
+
+def measured_error_rates(method: str, query_size: int) -> list[dict[str, Any]]:
+    """The papers' auditors' (``"ks"``, ``"ema"``) benchmark rates at the measured |D_Q|
+    nearest ``query_size`` (calibration quality 100 %), one row per data set and query
+    kind (``benchmarks/papers_calibration.py``)."""
+    rows = [r for r in _cells() if r["auditor"] == method and r.get("k") == 100]
     if not rows:
         return []
-    sizes = sorted({r["size"] for r in rows})
-    nearest = min(sizes, key=lambda s: abs(np.log(s) - np.log(max(query_size, 1))))
+    nearest = _nearest({r["size"] for r in rows}, query_size)
     return [r for r in rows if r["size"] == nearest]
+
+
+def matching_error_rates(result: AuditResult) -> dict[str, Any]:
+    """The reference-model audit's measured error rates in the cells that match its
+    setting (design, margin, nearest |D_Q|): false "forgotten" where the true share is at
+    or above the margin, false "not forgotten" on never-seen sets of the same and of
+    another site. ``{"rows": [...], "statement": str}``; the statement says so when no
+    cell matches (another design or margin, or a |D_Q| far from any measured)."""
+    details = result.details
+    design = details.get("reference_design", "population")
+    margin = float(details.get("margin", float("nan")))
+    size = int(details.get("units", result.sizes).get("query", 0))
+    rows = [
+        r
+        for r in _cells()
+        if r["auditor"] == "refmodel" and r.get("design") == design and "share" in r
+    ]
+    at_margin = [r for r in rows if abs(r["margin"] - margin) < 1e-9]
+    if not at_margin:
+        measured = sorted({r["margin"] for r in rows})
+        return {
+            "rows": [],
+            "statement": (
+                f"no measured cell matches this setting: the {design} design was measured "
+                + (f"at margins {', '.join(f'{m:g}' for m in measured)}" if measured else "nowhere")
+                + f", not at {margin:g} (benchmarks/audit_calibration.py)"
+            ),
+        }
+    sizes = {r["size"] for r in at_margin}
+    nearest = _nearest(sizes, size)
+    wrong = [
+        r for r in at_margin
+        if r["size"] == nearest
+        and ((r["share"] >= margin and r["source"] == "same") or r["share"] == 0)
+    ]  # fmt: skip
+    far = not (min(sizes) / 2 <= size <= max(sizes) * 2)
+    trainings = max(r.get("trainings", 1) for r in wrong)
+    false_forgotten = [r for r in wrong if r["share"] >= margin]
+    false_alarm = [r for r in wrong if r["share"] == 0]
+    parts = []
+    if result.decision in (FORGOTTEN, INCONCLUSIVE) and false_forgotten:
+        worst = max(false_forgotten, key=lambda r: float(r["forgotten"].split()[0]))
+        parts.append(f'false "forgotten" at most {worst["forgotten"]} ({worst["dataset"]}, share '
+                     f'{worst["share"]:g})')  # fmt: skip
+    if result.decision in (NOT_FORGOTTEN, INCONCLUSIVE) and false_alarm:
+        for source in ("same", "other site"):
+            mine = [r for r in false_alarm if r["source"] == source]
+            if mine:
+                worst = max(mine, key=lambda r: float(r["not_forgotten"].split()[0]))
+                parts.append(f'false "not forgotten" on never-seen sets ({source}) at most '
+                             f'{worst["not_forgotten"]} ({worst["dataset"]})')  # fmt: skip
+    statement = (
+        f"measured at margin {margin:g}, |D_Q| {nearest}, over {trainings} trainings per data "
+        f"set: " + "; ".join(parts)
+    )
+    if far:
+        statement += f" (your |D_Q| of {size} is far from every measured size: indicative only)"
+    return {"rows": wrong, "statement": statement}
 
 
 def _breakdown(result: AuditResult) -> list[tuple[int, int, str]]:
@@ -75,15 +143,10 @@ def _breakdown(result: AuditResult) -> list[tuple[int, int, str]]:
 
 def _section(result: AuditResult) -> dict[str, Any]:
     details = {**result.details, **{f"n {k}": v for k, v in result.sizes.items()}}
+    for key in ("remembered_share", "remembered_share_upper"):
+        if key in details:
+            details[key] = share_text(details[key])
     warnings = list(result.details.get("warnings", []))
-    if result.method == "refmodel" and result.decision == "inconclusive":
-        need = result.details.get("needed_query_size")
-        warnings.append(
-            f"too little power ({result.details.get('power', float('nan')):.2f}) to call D_Q "
-            "forgotten; "
-            + (f"about {int(need)} query samples would be needed" if np.isfinite(need or np.inf)
-               else "no query size would be enough with these known members and non-members")
-        )  # fmt: skip
     if result.method in ("ks", "ema") and result.sizes.get("query", 0) < 50:
         warnings.append(
             f"|D_Q| = {result.sizes.get('query')}: the papers' auditors have little power on "
@@ -96,28 +159,55 @@ def _section(result: AuditResult) -> dict[str, Any]:
         "result": result,
         "name": NAMES.get(result.method, result.method),
         "png": figure_png(FIGURES[result.method](result)) if result.arrays else "",
-        "details": [(k, to_json(v, indent=None)) for k, v in details.items() if k != "warnings"],
+        "details": [
+            (k, to_json(_readable(v), indent=None))
+            for k, v in details.items()
+            if k not in ("warnings", "reason")
+        ],
         "warnings": warnings,
         "tpr_at_low_fpr": low,
-        "rates": measured_error_rates(
-            result.method,
-            result.sizes.get("query", 0),
-            result.details.get("reference_design", "population"),
+        "rates": (
+            matching_error_rates(result)["rows"]
+            if result.method == "refmodel"
+            else measured_error_rates(result.method, result.sizes.get("query", 0))
         ),
         "breakdown": _breakdown(result),
         "provenance": to_json(result.provenance),
     }
 
 
+def _readable(value: Any) -> Any:
+    """``value`` with every float at 4 significant digits (no 16-digit floats in a report)."""
+    if isinstance(value, dict):
+        return {k: _readable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_readable(v) for v in value]
+    if isinstance(value, (float, np.floating)) and np.isfinite(value):
+        return float(f"{float(value):.4g}")
+    return value
+
+
 def _verdicts(results: Sequence[AuditResult]) -> list[dict[str, Any]]:
-    """One verdict per scenario: the most trusted auditor's; the others' views listed."""
+    """One verdict per scenario: the most trusted auditor's; the others' views listed.
+    The reference-model audit's carries its bound, margin, reason and measured rate."""
     out = []
     for label in dict.fromkeys(r.label for r in results):
         group = {r.method: r for r in results if r.label == label}
         deciding = next(m for m in (*PRECEDENCE, *group) if m in group)
+        decided = group[deciding]
         views = [f"{NAMES.get(m, m)}: {r.decision}" for m, r in group.items() if m != deciding]
-        out.append({"label": label, "decision": group[deciding].decision,
-                    "by": NAMES.get(deciding, deciding), "views": views})  # fmt: skip
+        verdict = {"label": label, "decision": decided.decision,
+                   "by": NAMES.get(deciding, deciding), "views": views}  # fmt: skip
+        if deciding == "refmodel":
+            d = decided.details
+            verdict.update(
+                bound=f"at most {share_text(d['remembered_share_upper'])} "
+                f"({1 - d['alpha']:.0%} upper bound; estimate {share_text(d['remembered_share'])})",
+                margin=f"{d['margin']:g}",
+                reason=d.get("reason", ""),
+                rates=matching_error_rates(decided)["statement"],
+            )
+        out.append(verdict)
     return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -10,13 +11,22 @@ from typing import Any
 
 from monai_forget.results import Result
 
-__all__ = ["DECISIONS", "FORGOTTEN", "INCONCLUSIVE", "NOT_FORGOTTEN", "AuditResult"]
+__all__ = ["DECISIONS", "FORGOTTEN", "INCONCLUSIVE", "NOT_FORGOTTEN", "AuditResult", "share_text"]
 
 FORGOTTEN = "forgotten"
 NOT_FORGOTTEN = "not forgotten"
 #: The reference-model auditor's third outcome: the test had too little power to say.
 INCONCLUSIVE = "inconclusive"
 DECISIONS = (FORGOTTEN, NOT_FORGOTTEN, INCONCLUSIVE)
+
+
+def share_text(value: float) -> str:
+    """A share for a reader: a whole percentage clipped to [0 %, 100 %] (an estimate
+    outside is sampling noise at the ends), or "any share" when unbounded."""
+    value = float(value)
+    if not math.isfinite(value):
+        return "any share"
+    return f"{min(max(value, 0.0), 1.0):.0%}"
 
 
 @dataclass
@@ -75,13 +85,15 @@ class AuditResult(Result):
         return cls.from_json(Path(path).read_text())
 
     def summary(self) -> str:
-        """One sentence in plain words."""
+        """One sentence in plain words: what the test shows, never more."""
+        if "reason" in self.details:
+            return f"{self.method.upper()}: {self.decision}: {self.details['reason']}."
         verdict = {
-            FORGOTTEN: "has forgotten the query set",
-            NOT_FORGOTTEN: "still remembers the query set",
-            INCONCLUSIVE: "cannot be judged on this query set (too little power)",
+            FORGOTTEN: "no evidence that the model remembers the query set",
+            NOT_FORGOTTEN: "evidence that the model still remembers the query set",
+            INCONCLUSIVE: "the data cannot tell whether the model remembers the query set",
         }[self.decision]
         return (
             f"{self.method.upper()}: {self.statistic_name} = {self.statistic:.4g} "
-            f"({self.rule}) -> the model {verdict}."
+            f"({self.rule}) -> {self.decision}: {verdict}."
         )

@@ -31,7 +31,7 @@ from monai_forget.audit.refmodel import (
 )
 from monai_forget.bundles.segmentation import BundleShadowTrainer, labelled_slices, split_by_patient
 from monai_forget.bundles.weights import check_outputs, load_weights
-from monai_forget.defaults import REFMODEL_ALPHA, REFMODEL_MIN_POWER, REFMODEL_REFERENCES
+from monai_forget.defaults import REFMODEL_ALPHA, REFMODEL_MARGIN, REFMODEL_REFERENCES
 from monai_forget.results import jsonable, write_json
 from monai_forget.segmentation import SCORE_NAMES, SegmentationScores, score_model
 
@@ -96,8 +96,8 @@ class SegmentationReferenceAudit:
         score: the per-slice score (:data:`~monai_forget.segmentation.SCORE_NAMES`).
         n_references: reference models, an even number of at least 4 (pairs; 8 or more
             for power).
-        alpha: level of the set-level test.
-        min_power: power the test needs before D_Q is called forgotten.
+        alpha: level of the set-level test and error level of the remembered share's bound.
+        margin: "forgotten" needs the upper bound of the remembered share below it.
         roi_size: inference window.
         device: torch device.
         cache_dir: per-slice score cache.
@@ -120,7 +120,7 @@ class SegmentationReferenceAudit:
         score: str = "foreground_confidence",
         n_references: int = REFMODEL_REFERENCES,
         alpha: float = REFMODEL_ALPHA,
-        min_power: float = REFMODEL_MIN_POWER,
+        margin: float = REFMODEL_MARGIN,
         roi_size: Sequence[int] = (256, 256),
         device: Any = "cpu",
         cache_dir: str | os.PathLike | None = None,
@@ -155,7 +155,7 @@ class SegmentationReferenceAudit:
         self.loading, self.trainer = loading, trainer
         self.output_dir, self.provider, self.scenario = Path(output_dir), str(provider), scenario
         self.score, self.n_references = score, int(n_references)
-        self.alpha, self.min_power = alpha, min_power
+        self.alpha, self.margin = alpha, margin
         self.roi_size, self.device, self.cache_dir = tuple(roi_size), device, cache_dir
         self.seed, self.overwrite = int(seed), bool(overwrite)
 
@@ -214,7 +214,9 @@ class SegmentationReferenceAudit:
             sigma=pooled_sigma(np.concatenate([phi[role] for role in ROLES], axis=1)),
             n_references=self.n_references,
             alpha=self.alpha,
-            min_power=self.min_power,
+            margin=self.margin,
+            # per-patient means of LiRA's logits: the score this audit was measured with
+            score="lira",
         )
 
     def run(self) -> AuditResult:

@@ -201,6 +201,7 @@ def audit_metrics(
     from_logits: bool = False,
     pred_key: str = "pred",
     image_key: str | None = "image",
+    margin: float | None = None,
 ) -> dict[str, Any]:
     """Evaluation-time audit metrics from the ``reference.json`` of :class:`WithdrawalAudit`.
 
@@ -222,6 +223,8 @@ def audit_metrics(
             in float64, do not have), which can move rho_KS by a sample's share.
         image_key: the item holding the evaluated images (``None``: no content check;
             the reference-model audit then cannot run).
+        margin: the reference-model audit's margin ("forgotten" needs the remembered
+            share's upper bound below it; ``None``: the one the audit was run with).
 
     Raises:
         FileNotFoundError: no reference file (run ``audit.json`` first).
@@ -249,7 +252,10 @@ def audit_metrics(
     metrics: dict[str, Any] = {}
     if reference.refmodel is not None and image_key:
         metrics["p_member"] = ReferenceModelAudit(
-            reference.refmodel, from_logits, batch_output(pred_key, image_key=image_key)
+            reference.refmodel,
+            from_logits,
+            margin=margin,
+            output_transform=batch_output(pred_key, image_key=image_key),
         )
     if reference.ks is not None:
         metrics["rho_KS"] = KSCalibratedRatio(

@@ -63,11 +63,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     methods = parser.add_subparsers(dest="method", required=True)
     ref = methods.add_parser(
         "reference",
-        help="reference models, three-way decision with power (the recommended audit)",
+        help="reference models: a bound on the share of D_Q still remembered and a three-way "
+        "decision (the recommended audit)",
         description="Score D_Q against reference models trained by the recipe on data that "
-        "never includes it, test it against the target's known non-members, and decide "
-        "forgotten / not forgotten / inconclusive, with the test's power and the share of "
-        "D_Q still remembered.",
+        "never includes it (RMIA offline), test it against the target's known non-members, "
+        "bound the share of D_Q still remembered, and decide: not forgotten (evidence of "
+        "remembering), forgotten (the bound is below --margin) or inconclusive (with what "
+        "is short).",
     )
     _common(ref, calibration=False)
     ref.add_argument(
@@ -106,13 +108,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--alpha",
         type=float,
         default=defaults.REFMODEL_ALPHA,
-        help="level of the test: p <= alpha means not forgotten (default %(default)s)",
+        help="level of the test (p <= alpha means not forgotten) and error level of the "
+        "share's upper bound (default %(default)s)",
     )
     ref.add_argument(
-        "--min-power",
+        "--margin",
         type=float,
-        default=defaults.REFMODEL_MIN_POWER,
-        help="power the test needs to call D_Q forgotten (default %(default)s)",
+        default=defaults.REFMODEL_MARGIN,
+        help="forgotten means at most this share of D_Q is still remembered: the "
+        "(1 - alpha) upper bound of the share is below it (default %(default)s)",
+    )
+    ref.add_argument(
+        "--score",
+        choices=("rmia", "lira"),
+        default="rmia",
+        help="per-sample score: RMIA offline (Zarifzadeh et al. 2024) or LiRA offline "
+        "with a fixed variance (Carlini et al. 2022) (default %(default)s)",
     )
     ks = methods.add_parser("ks", help="K-S calibrated ratio (Liu & Tsaftaris 2020)")
     _common(ks, calibration=True)
@@ -171,7 +182,8 @@ def _auditor(args: argparse.Namespace, options: dict):
             **options,
             n_references=args.references,
             alpha=args.alpha,
-            min_power=args.min_power,
+            margin=args.margin,
+            score=args.score,
             workers=args.workers,
             group_pattern=args.group_pattern,
         )

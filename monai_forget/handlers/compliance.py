@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from monai_forget.audit.ema import ema_decision, ema_rule
 from monai_forget.audit.ks import KS_RULE, ks_decision
-from monai_forget.audit.refmodel import SetTest, refmodel_decision
-from monai_forget.audit.result import FORGOTTEN, INCONCLUSIVE
-from monai_forget.defaults import REFMODEL_ALPHA, REFMODEL_MIN_POWER
+from monai_forget.audit.refmodel_reference import check_levels
+from monai_forget.audit.result import FORGOTTEN
+from monai_forget.defaults import REFMODEL_ALPHA, REFMODEL_MARGIN
 
 __all__ = ["ComplianceError", "ComplianceGate"]
 
@@ -29,24 +28,26 @@ class ComplianceGate:
     :class:`ComplianceError` unless every checked auditor says "forgotten", by the
     auditors' own rules:
 
-    - reference models (the default): p_member <= alpha is "not forgotten", and a test
-      without the power to see remembering is "inconclusive": neither passes
-      (:func:`~monai_forget.audit.refmodel_decision`); nor does an audit whose own
-      checks of its data withheld the decision (``<name>_forgotten`` = 0 from
-      :class:`~monai_forget.handlers.ReferenceModelAudit`);
+    - reference models (the default): the audit's own three-way decision
+      (``<name>_forgotten`` from :class:`~monai_forget.handlers.ReferenceModelAudit`:
+      1 only for "forgotten", its data checks included), and the gate's own levels on
+      top, which can only be stricter: p_member > ``refmodel_alpha`` (no evidence of
+      remembering) and the upper bound of the share of D_Q still remembered
+      (``<name>_upper``) below ``margin``;
     - rho_KS < 1 (Liu & Tsaftaris 2020, Sec. 3: rho_KS >= 1 means forgotten);
     - rho_EMA > alpha (Huang, Li & Li 2021: rho_EMA <= alpha means not memorised).
 
     Args:
         provider: name of the provider that must be forgotten (used in the message).
-        refmodel_metric: name of the reference-model metric (its power is read from
-            ``<name>_power``, the audit's whole decision from ``<name>_forgotten`` when
-            present), or ``None`` to ignore it.
+        refmodel_metric: name of the reference-model metric (p_member; the share's bound
+            is read from ``<name>_upper``, the audit's whole decision from
+            ``<name>_forgotten``), or ``None`` to ignore it.
         ks_metric: name of the rho_KS metric, or ``None`` to ignore K-S.
         ema_metric: name of the rho_EMA metric, or ``None`` to ignore EMA.
         alpha: EMA significance level (the paper's 0.1 by default).
         refmodel_alpha: level of the reference-model test.
-        min_power: power the reference-model test needs to call D_Q forgotten.
+        margin: the share of D_Q that may still be remembered (its upper bound must be
+            below it).
 
     Raises:
         ValueError: every metric name is ``None`` or a level is outside (0, 1).
@@ -60,20 +61,20 @@ class ComplianceGate:
         ema_metric: str | None = None,
         alpha: float = 0.1,
         refmodel_alpha: float = REFMODEL_ALPHA,
-        min_power: float = REFMODEL_MIN_POWER,
+        margin: float = REFMODEL_MARGIN,
     ) -> None:
         if refmodel_metric is None and ks_metric is None and ema_metric is None:
             raise ValueError("ComplianceGate needs refmodel_metric, ks_metric or ema_metric")
-        for name, level in (("alpha", alpha), ("refmodel_alpha", refmodel_alpha)):
-            if not 0.0 < level < 1.0:
-                raise ValueError(f"{name} must be in (0, 1), got {level}")
+        if not 0.0 < alpha < 1.0:
+            raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+        check_levels(refmodel_alpha, margin)
         self.provider = str(provider)
         self.refmodel_metric = refmodel_metric
         self.ks_metric = ks_metric
         self.ema_metric = ema_metric
         self.alpha = float(alpha)
         self.refmodel_alpha = float(refmodel_alpha)
-        self.min_power = float(min_power)
+        self.margin = float(margin)
         #: the outcome of the last check: metric name -> (value, forgotten?)
         self.last_check: dict[str, tuple[float, bool]] = {}
 
@@ -87,39 +88,32 @@ class ComplianceGate:
         """(metric name, decision of a value, why a value fails) for the metrics checked."""
         rules: list[tuple[str, Any, Any]] = []
         if self.refmodel_metric is not None:
-            power_name = f"{self.refmodel_metric}_power"
-
-            decided_name = f"{self.refmodel_metric}_forgotten"
-
-            def by_p_and_power(p: float) -> str:
-                power = float(metrics.get(power_name, 0.0))
-                test = SetTest(p, 0.0, 0.0, 0.0, math.inf, power, 0.0)
-                return refmodel_decision(test, self.refmodel_alpha, self.min_power)
+            upper = float(metrics.get(f"{self.refmodel_metric}_upper", float("inf")))
+            audit_says = float(metrics.get(f"{self.refmodel_metric}_forgotten", 0.0)) >= 1.0
 
             def refmodel(p: float) -> str:
-                # Forgotten needs both the gate's levels and the audit's whole decision
-                # (which also checks its data); any other outcome fails the gate.
-                decision = by_p_and_power(p)
-                if decision == FORGOTTEN and float(metrics.get(decided_name, 1.0)) < 1.0:
-                    return INCONCLUSIVE
-                return decision
+                ok = audit_says and p > self.refmodel_alpha and upper < self.margin
+                return FORGOTTEN if ok else "not shown forgotten"
 
             def why(p: float) -> str:
-                if by_p_and_power(p) == FORGOTTEN:
+                if p <= self.refmodel_alpha:
                     return (
-                        f"> {self.refmodel_alpha:g} with enough power, but the audit made no "
-                        "decision: its checks of the data failed (D_Q, the known members and "
-                        "non-members look differently distributed to the reference models, or "
-                        "the known members are not member-like); see the audit's warnings "
-                        "(inconclusive)"
+                        f"<= {self.refmodel_alpha:g}: evidence that D_Q is still remembered "
+                        "(not forgotten)"
                     )
-                if refmodel(p) == INCONCLUSIVE:
+                if upper >= self.margin:
                     return (
-                        f"> {self.refmodel_alpha:g} but the test's power "
-                        f"{float(metrics.get(power_name, 0.0)):.2f} < {self.min_power:g}: the "
-                        "audit cannot certify forgetting (inconclusive)"
+                        f"> {self.refmodel_alpha:g}, but up to {min(upper, 1.0):.0%} of D_Q may "
+                        f"still be remembered (upper bound), not below the margin "
+                        f"{self.margin:g}: the audit cannot show forgetting (inconclusive)"
                     )
-                return f"<= {self.refmodel_alpha:g}: D_Q is more member-like than non-members"
+                return (
+                    f"> {self.refmodel_alpha:g} with the bound below the margin, but the audit "
+                    "made no decision: its checks of the data failed (D_Q, the known members "
+                    "and non-members look differently distributed to the reference models, or "
+                    "the known members are not member-like); see the audit's warnings "
+                    "(inconclusive)"
+                )
 
             rules.append((self.refmodel_metric, refmodel, why))
         if self.ks_metric is not None:

@@ -148,15 +148,17 @@ class ReferenceModelAudit(_AuditHandler):
     The evaluator must run over D_Q, the known members and the known non-members (the
     audit set) and hand the images to the handler (the default output transform does);
     each sample is matched to its role by content. ``engine.state.metrics`` gets
-    ``<name>`` (p_member), ``<name>_power`` and ``<name>_forgotten`` (1.0 when the
-    audit's whole decision, its data checks included, is "forgotten", else 0.0);
-    ``handler.metric_fn.last_result`` holds the whole result (decision, remembered
-    fraction, warnings).
+    ``<name>`` (p_member), ``<name>_upper`` (the upper confidence bound of the share of
+    D_Q still remembered) and ``<name>_forgotten`` (1.0 when the audit's whole decision,
+    its data checks included, is "forgotten", else 0.0); ``handler.metric_fn.last_result``
+    holds the whole result (decision, remembered share, warnings).
 
     Args:
         reference: from :meth:`monai_forget.audit.ReferenceModelAuditor.fit_reference`
             (or its ``to_dict()`` form).
         from_logits: the evaluator's ``pred`` holds logits (apply a softmax first).
+        margin: "forgotten" needs the remembered share's upper bound below it (``None``:
+            the reference's margin).
         output_transform: extracts ``(y_pred, y, images)`` from ``engine.state.output``.
     """
 
@@ -164,15 +166,16 @@ class ReferenceModelAudit(_AuditHandler):
         self,
         reference: RefModelReference | dict[str, Any],
         from_logits: bool = False,
+        margin: float | None = None,
         output_transform: Callable = batch_output(image_key="image"),  # noqa: B008
     ) -> None:
         super().__init__(
-            metric_fn=ReferenceModelAuditMetric(reference, from_logits),
+            metric_fn=ReferenceModelAuditMetric(reference, from_logits, margin),
             output_transform=output_transform,
         )
 
     def completed(self, engine: Any, name: str) -> None:
         super().completed(engine, name)
         result = self.metric_fn.last_result
-        engine.state.metrics[f"{name}_power"] = float(result.details["power"])
+        engine.state.metrics[f"{name}_upper"] = float(result.details["remembered_share_upper"])
         engine.state.metrics[f"{name}_forgotten"] = float(result.decision == FORGOTTEN)

@@ -7,12 +7,13 @@ statistics by content hash, whatever the order or batching.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 import torch
 
-from monai_forget.audit.refmodel import ROLES, logit_confidence
+from monai_forget.audit.refmodel import ROLES
 from monai_forget.audit.refmodel_reference import RefModelReference
 from monai_forget.audit.result import AuditResult
 from monai_forget.metrics.base import AuditMetric
@@ -25,8 +26,8 @@ __all__ = ["ReferenceModelAuditMetric", "compute_reference_model_audit"]
 def _by_role(
     reference: RefModelReference, probs: np.ndarray, labels: np.ndarray, ids: np.ndarray
 ) -> dict[str, np.ndarray]:
-    """The target's logit confidences in the reference's order, role by role."""
-    phi = logit_confidence(probs, labels)
+    """The target's signal (``reference.signal``) in the reference's order, role by role."""
+    phi = reference.signal(probs, labels)
     position = {int(i): k for k, i in enumerate(ids)}
     out = {}
     for role in ROLES:
@@ -71,19 +72,28 @@ class ReferenceModelAuditMetric(AuditMetric):
     """Accumulates the target's outputs over the audit set and returns p_member.
 
     ``aggregate`` returns the set-level p-value and keeps the whole
-    :class:`~monai_forget.audit.AuditResult` (three-way decision, power, remembered
-    fraction) in ``last_result``. Every update must come with the images.
+    :class:`~monai_forget.audit.AuditResult` (three-way decision, remembered share and its
+    upper bound, power) in ``last_result``. Every update must come with the images.
 
     Args:
         reference: a :class:`RefModelReference` or its ``to_dict()`` form.
         from_logits: apply a softmax to ``y_pred`` first.
+        margin: "forgotten" needs the remembered share's upper bound below it (``None``:
+            the reference's margin).
     """
 
     statistic = "p_member"
 
-    def __init__(self, reference: RefModelReference | dict[str, Any], from_logits: bool = False):
+    def __init__(
+        self,
+        reference: RefModelReference | dict[str, Any],
+        from_logits: bool = False,
+        margin: float | None = None,
+    ):
         if not isinstance(reference, RefModelReference):
             reference = RefModelReference.from_dict(reference)
+        if margin is not None:
+            reference = dataclasses.replace(reference, margin=float(margin))
         self.reference = reference
         super().__init__(from_logits, _all_hashes(reference))
         if self.check is not None:

@@ -1,0 +1,379 @@
+"""Mutation testing of the decision modules: does some test fail when a decision is wrong?
+
+Each mutant changes one decision of the code (a comparison flipped, a bound dropped, an
+off-by-one, a numerator and a denominator swapped: the mistakes a reviewer would fear),
+in a copy of the repository, and runs the test files that cover that module. A mutant is
+killed when those tests fail. The mutants are written by hand, where each decision is
+made, so every one of them is a wrong program (none is an equivalent rewrite).
+
+Run before a stop that changes a decision module (about 10 minutes on 2 cores)::
+
+    python benchmarks/mutation.py --out benchmarks/results/mutation.md
+    python benchmarks/mutation.py --only refmodel   # the mutants whose name has "refmodel"
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _markdown import log, say, write
+
+REPO = Path(__file__).resolve().parents[1]
+COPIED = ("monai_forget", "tests", "bundles", "pyproject.toml", "README.md", "docs", "benchmarks")
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    path: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+
+
+REFMODEL_TESTS = ("tests/test_audit_refmodel.py", "tests/test_remembered_share.py")
+GATE_TESTS = ("tests/test_bundles.py",)
+MUTANTS = (
+    # the reference-model auditor's decision (audit/refmodel.py)
+    Mutant(
+        "refmodel: p < alpha instead of <=",
+        "monai_forget/audit/refmodel.py",
+        "    if test.pvalue <= alpha:",
+        "    if test.pvalue < alpha:",
+        REFMODEL_TESTS,
+    ),
+    Mutant(
+        "refmodel: members' effect >= 0 instead of > 0",
+        "monai_forget/audit/refmodel.py",
+        "test.member_effect_low > 0 else",
+        "test.member_effect_low >= 0 else",
+        REFMODEL_TESTS,
+    ),
+    Mutant(
+        "refmodel: bound <= margin instead of <",
+        "monai_forget/audit/refmodel.py",
+        "if test.share_upper < test.margin:",
+        "if test.share_upper <= test.margin:",
+        REFMODEL_TESTS,
+    ),
+    Mutant(
+        "refmodel: bound dropped (forgotten whenever p > alpha)",
+        "monai_forget/audit/refmodel.py",
+        "if test.share_upper < test.margin:",
+        "if True:",
+        REFMODEL_TESTS,
+    ),
+    Mutant(
+        "refmodel: shift check ignored",
+        "monai_forget/audit/refmodel.py",
+        "    if shift is not None and shift.shifted:\n        return INCONCLUSIVE",
+        "    if False:\n        return INCONCLUSIVE",
+        REFMODEL_TESTS,
+    ),
+    Mutant(
+        "refmodel: shift only when both comparisons shift",
+        "monai_forget/audit/refmodel.py",
+        "return min(self.pvalue_query, self.pvalue_members) < self.level",
+        "return max(self.pvalue_query, self.pvalue_members) < self.level",
+        REFMODEL_TESTS,
+    ),
+    Mutant(
+        "refmodel: RMIA's offline coefficients swapped",
+        "monai_forget/audit/refmodel.py",
+        "marginal = (1 + a) / 2 * reference_p_mean + (1 - a) / 2",
+        "marginal = (1 - a) / 2 * reference_p_mean + (1 + a) / 2",
+        REFMODEL_TESTS,
+    ),
+    Mutant(
+        "refmodel: RMIA ratio inverted",
+        "monai_forget/audit/refmodel.py",
+        "return np.log(np.maximum(target_p, _TINY)) - np.log(np.maximum(marginal, _TINY))",
+        "return np.log(np.maximum(marginal, _TINY)) - np.log(np.maximum(target_p, _TINY))",
+        REFMODEL_TESTS,
+    ),
+    # the bound and the powers (audit/remembered_share.py)
+    Mutant(
+        "share: two-sided quantile (alpha / 2)",
+        "monai_forget/audit/remembered_share.py",
+        "z2 = float(scipy.stats.norm.ppf(1 - alpha)) ** 2",
+        "z2 = float(scipy.stats.norm.ppf(1 - alpha / 2)) ** 2",
+        REFMODEL_TESTS,
+    ),
+    Mutant(
+        "share: the smaller root",
+        "monai_forget/audit/remembered_share.py",
+        "return ShareBound(estimate, max(roots), alpha)",
+        "return ShareBound(estimate, min(roots), alpha)",
+        REFMODEL_TESTS,
+    ),
+    Mutant(
+        "share: the larger root of each quadratic replaced by the smaller",
+        "monai_forget/audit/remembered_share.py",
+        "roots.append((-lin + math.sqrt(disc)) / (2 * quad))",
+        "roots.append((-lin - math.sqrt(disc)) / (2 * quad))",
+        REFMODEL_TESTS,
+    ),
+    Mutant(
+        "share: mixture variance without the between-component term",
+        "monai_forget/audit/remembered_share.py",
+        "share * self.member_var + (1 - share) * self.nonmember_var + share * (1 - share) * d * d",
+        "share * self.member_var + (1 - share) * self.nonmember_var",
+        REFMODEL_TESTS,
+    ),
+    Mutant(
+        "share: unbounded case not detected (quad sign)",
+        "monai_forget/audit/remembered_share.py",
+        "        if d <= 0 or quad <= 0:\n            return ShareBound(estimate, math.inf, alpha)",
+        "        if d == 0:\n            return ShareBound(estimate, math.inf, alpha)",
+        REFMODEL_TESTS,
+    ),
+    Mutant(
+        "power: forgetting power with the members' spread",
+        "monai_forget/audit/remembered_share.py",
+        "spread = math.sqrt(known.nonmember_var / n_query + (1 - margin) ** 2 * c_n",
+        "spread = math.sqrt(known.member_var / n_query + (1 - margin) ** 2 * c_n",
+        REFMODEL_TESTS,
+    ),
+    Mutant(
+        "power: detection threshold with the members' spread",
+        "monai_forget/audit/remembered_share.py",
+        "threshold = z * math.sqrt(known.nonmember_var * (1 / n_query + 1 / n_n))",
+        "threshold = z * math.sqrt(known.member_var * (1 / n_query + 1 / n_n))",
+        REFMODEL_TESTS,
+    ),
+    Mutant(
+        "members' effect: upper instead of lower bound",
+        "monai_forget/audit/remembered_share.py",
+        "return self.effect - float(scipy.stats.norm.ppf(level)) * se",
+        "return self.effect + float(scipy.stats.norm.ppf(level)) * se",
+        REFMODEL_TESTS,
+    ),
+    # the permutation test and the cross-fitted map (audit/refmodel_calibration.py)
+    Mutant(
+        "permutation p without its +1",
+        "monai_forget/audit/refmodel_calibration.py",
+        "return float((1 + np.sum(resampled >= observed - tolerance)) / (1 + n_resamples))",
+        "return float(np.sum(resampled >= observed - tolerance) / n_resamples)",
+        REFMODEL_TESTS,
+    ),
+    Mutant(
+        "map: known samples mapped in fold (no cross-fitting)",
+        "monai_forget/audit/refmodel_calibration.py",
+        "m_maps, n_maps = 1 - m_folds, 1 - n_folds",
+        "m_maps, n_maps = m_folds, n_folds",
+        REFMODEL_TESTS,
+    ),
+    # the compliance gate (handlers/compliance.py)
+    Mutant(
+        "gate: bound <= margin passes",
+        "monai_forget/handlers/compliance.py",
+        "upper < self.margin",
+        "upper <= self.margin",
+        GATE_TESTS,
+    ),
+    Mutant(
+        "gate: the audit's own decision ignored",
+        "monai_forget/handlers/compliance.py",
+        "ok = audit_says and p > self.refmodel_alpha",
+        "ok = p > self.refmodel_alpha",
+        GATE_TESTS,
+    ),
+    Mutant(
+        "gate: p = alpha passes",
+        "monai_forget/handlers/compliance.py",
+        "ok = audit_says and p > self.refmodel_alpha",
+        "ok = audit_says and p >= self.refmodel_alpha",
+        GATE_TESTS,
+    ),
+    # the papers' rules (audit/ks.py, audit/ema.py)
+    Mutant(
+        "K-S: rho > 1 instead of >= 1",
+        "monai_forget/audit/ks.py",
+        "return FORGOTTEN if rho >= 1.0 else NOT_FORGOTTEN",
+        "return FORGOTTEN if rho > 1.0 else NOT_FORGOTTEN",
+        ("tests/test_audit_ks.py",),
+    ),
+    Mutant(
+        "EMA: rho < alpha instead of <=",
+        "monai_forget/audit/ema.py",
+        "return FORGOTTEN if pvalue <= alpha else NOT_FORGOTTEN",
+        "return FORGOTTEN if pvalue < alpha else NOT_FORGOTTEN",
+        ("tests/test_audit_ema.py",),
+    ),
+    Mutant(
+        "EMA: threshold > instead of >=",
+        "monai_forget/audit/ema.py",
+        "member |= scores[metric] >= per_class[cls]",
+        "member |= scores[metric] > per_class[cls]",
+        ("tests/test_audit_ema.py",),
+    ),
+    # unique-feature memorisation (memorisation/decoys.py, reference_test.py)
+    Mutant(
+        "decoys: ties counted for the name",
+        "monai_forget/memorisation/decoys.py",
+        "rank = 1 + int(np.count_nonzero(d >= m))",
+        "rank = 1 + int(np.count_nonzero(d > m))",
+        ("tests/test_memorisation_decoys.py",),
+    ),
+    Mutant(
+        "decoys: p = rank / n (off by one)",
+        "monai_forget/memorisation/decoys.py",
+        "return DecoyTest(m, n, rank, rank / (n + 1),",
+        "return DecoyTest(m, n, rank, rank / n,",
+        ("tests/test_memorisation_decoys.py",),
+    ),
+    Mutant(
+        "reference test: prediction interval without sqrt(1 + 1/n)",
+        "monai_forget/memorisation/reference_test.py",
+        "t = (float(m) - refs.mean()) / (refs.std(ddof=1) * np.sqrt(1 + 1 / n))",
+        "t = (float(m) - refs.mean()) / refs.std(ddof=1)",
+        ("tests/test_memorisation_reference_test.py",),
+    ),
+    Mutant(
+        "reference test: rank p without its +1",
+        "monai_forget/memorisation/reference_test.py",
+        "rank_pvalue=(1 + int(np.count_nonzero(refs >= m))) / (1 + n),",
+        "rank_pvalue=int(np.count_nonzero(refs >= m)) / n,",
+        ("tests/test_memorisation_reference_test.py",),
+    ),
+    # Forsaken's forgetting rate (unlearning/rate.py)
+    Mutant(
+        "forgetting rate: A.R.R of the members",
+        "monai_forget/unlearning/rate.py",
+        "return self.false_after / (self.true_after + self.false_after)",
+        "return self.true_after / (self.true_after + self.false_after)",
+        ("tests/test_unlearning.py",),
+    ),
+    Mutant(
+        "forgetting rate: B.R.R of the non-members",
+        "monai_forget/unlearning/rate.py",
+        "return self.true_before / (self.true_before + self.false_before)",
+        "return self.false_before / (self.true_before + self.false_before)",
+        ("tests/test_unlearning.py",),
+    ),
+    # ACDC diagnosis features (acdc/features.py)
+    Mutant(
+        "features: RV/LV at ES divided by the LV at ED",
+        "monai_forget/acdc/features.py",
+        '"rv_lv_es": vol["ES", RV] / vol["ES", LV],',
+        '"rv_lv_es": vol["ES", RV] / vol["ED", LV],',
+        ("tests/test_acdc_diagnosis.py",),
+    ),
+    Mutant(
+        "features: thickening inverted",
+        "monai_forget/acdc/features.py",
+        '"wall_thickening": mean_thick["ES"] / mean_thick["ED"],',
+        '"wall_thickening": mean_thick["ED"] / mean_thick["ES"],',
+        ("tests/test_acdc_diagnosis.py",),
+    ),
+    Mutant(
+        "features: wall max at ES from the ED thickness",
+        "monai_forget/acdc/features.py",
+        '"wall_max_es": max(float(t.max()) for t in thick["ES"]) / diameter,',
+        '"wall_max_es": max(float(t.max()) for t in thick["ED"]) / diameter,',
+        ("tests/test_acdc_diagnosis.py",),
+    ),
+    Mutant(
+        "features: myocardium ES/ED inverted",
+        "monai_forget/acdc/features.py",
+        '"myo_es_ed": vol["ES", MYO] / vol["ED", MYO],',
+        '"myo_es_ed": vol["ED", MYO] / vol["ES", MYO],',
+        ("tests/test_acdc_diagnosis.py",),
+    ),
+    Mutant(
+        "features: thickness heterogeneity as std only",
+        "monai_forget/acdc/features.py",
+        '"wall_cv_ed": float(np.mean([t.std() / t.mean() for t in thick["ED"]])),',
+        '"wall_cv_ed": float(np.mean([t.std() for t in thick["ED"]])),',
+        ("tests/test_acdc_diagnosis.py",),
+    ),
+)
+
+
+def run_mutant(mutant: Mutant, root: Path, timeout: int) -> tuple[str, float]:
+    """Apply ``mutant`` in the copy ``root``, run its tests, restore the file."""
+    path = root / mutant.path
+    original = path.read_text()
+    if mutant.old and original.count(mutant.old) != 1:
+        return "not applied (the code changed: update the mutant)", 0.0
+    path.write_text(original.replace(mutant.old, mutant.new))
+    start = time.perf_counter()
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "pytest", "-x", "-q", "-n", "0", "-p", "no:cacheprovider",
+             *mutant.tests],
+            cwd=root, capture_output=True, text=True, timeout=timeout,
+            env={**_env(), "PYTHONPATH": str(root)},
+        )  # fmt: skip
+        outcome = "killed" if result.returncode != 0 else "SURVIVED"
+    except subprocess.TimeoutExpired:
+        outcome = "killed (timeout)"
+    finally:
+        path.write_text(original)
+    return outcome, time.perf_counter() - start
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "MPLBACKEND": "Agg"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--only", help="run the mutants whose name contains this")
+    parser.add_argument("--timeout", type=int, default=900, help="seconds per mutant")
+    parser.add_argument("--out", help="also write the markdown here")
+    args = parser.parse_args(argv)
+    mutants = [m for m in MUTANTS if args.only is None or args.only in m.name]
+    baseline = Mutant("none (the code as it is)", mutants[0].path, "", "", ())
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="monai-forget-mutation-") as tmp:
+        root = Path(tmp)
+        for name in COPIED:
+            source = REPO / name
+            if source.is_dir():
+                shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                shutil.copyfile(source, root / name)
+        tests = tuple(dict.fromkeys(t for m in mutants for t in m.tests))
+        outcome, seconds = run_mutant(dataclasses.replace(baseline, tests=tests), root, 3600)
+        if outcome != "SURVIVED":  # the unmutated copy must pass, or every kill is void
+            log(f"the tests fail on the unmutated copy ({outcome}); fix them first")
+            return 2
+        log(f"baseline: the tests pass on the unmutated copy ({seconds:.0f} s)")
+        for mutant in mutants:
+            outcome, seconds = run_mutant(mutant, root, args.timeout)
+            log(f"{outcome:>9}  {seconds:6.1f} s  {mutant.name}")
+            rows.append((mutant, outcome, seconds))
+    killed = sum(o.startswith("killed") for _, o, _ in rows)
+    say("# Mutation testing of the decision modules")
+    say()
+    command = " ".join(sys.argv[1:] if argv is None else argv)
+    share = 100 * killed / max(len(rows), 1)
+    say(
+        f"`python benchmarks/mutation.py {command}`: **{killed} of {len(rows)} mutants "
+        f"killed** ({share:.0f} %); the unmutated copy passes the same tests first."
+    )
+    say()
+    say("| mutant | module | tests run | outcome | seconds |")
+    say("|---|---|---|---|---|")
+    for mutant, outcome, seconds in rows:
+        tests = ", ".join(Path(t).name for t in mutant.tests)
+        say(f"| {mutant.name} | `{mutant.path}` | {tests} | {outcome} | {seconds:.0f} |")
+    say()
+    if args.out:
+        write(args.out)
+    return 0 if killed == len(rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
