@@ -76,6 +76,7 @@ from monai_forget.audit.refmodel import (
     shift_signal,
     true_class_probability,
 )
+from monai_forget.audit.remembered_share import KnownSets, needed_sizes
 from monai_forget.data import concat, data_root, load_mnist_test, load_pneumoniamnist
 from monai_forget.inference import predict
 from monai_forget.shadow import ShadowTrainer
@@ -320,6 +321,19 @@ def pooled(results: dict[int, dict], key: str, field: str) -> tuple[int, int, li
     return sum(c for c, _ in per), sum(n for _, n in per), per
 
 
+def reach(dataset: str, seed: int, args: argparse.Namespace) -> list[float]:
+    """The |D_Q| needed at each margin for 80 % power to certify a forgotten D_Q
+    (``needed_sizes`` on the training's known sets)."""
+    run = training(dataset, seed, Path(args.cache_dir), args.references)
+    calibration = Audit.of(run, 0, seed).calibration
+    known = KnownSets.of(calibration.members, calibration.nonmembers)
+    return [needed_sizes(known, 20, margin, ALPHA, 0.8)["query"] for margin in MARGINS]
+
+
+def _size(value: float) -> str:
+    return "none" if not np.isfinite(value) else f"{value:.0f}"
+
+
 def report(dataset: str, results: dict[int, dict], args: argparse.Namespace) -> list[dict]:
     """The data set's tables; returns the rows of the report's JSON."""
     name, rows = DATASETS[dataset], []
@@ -337,6 +351,22 @@ def report(dataset: str, results: dict[int, dict], args: argparse.Namespace) -> 
         say(
             f"| {score} | {auc_.mean():.3f} [{auc_.min():.3f}-{auc_.max():.3f}] | "
             f"{tpr.mean():.3f} [{tpr.min():.3f}-{tpr.max():.3f}] |"
+        )
+    say()
+    say(
+        'Where "forgotten" is within reach: the |D_Q| at which a wholly forgotten D_Q '
+        "would be certified in 80 % of audits (the power formula on each training's known "
+        "sets: 500 members, 1,000 non-members; median over trainings, min-max in brackets):"
+    )
+    say()
+    say("| margin | \\|D_Q\\| needed |")
+    say("|---|---|")
+    needed = np.array([reach(dataset, seed, args) for seed in results])
+    for j, margin in enumerate(MARGINS):
+        column = needed[:, j]
+        say(
+            f"| {margin:g} | {_size(np.median(column))} [{_size(column.min())}-"
+            f"{_size(column.max())}] |"
         )
     say()
     say(

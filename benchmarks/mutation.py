@@ -300,6 +300,47 @@ MUTANTS = (
 )
 
 
+#: The scenario tests that decide with the reference-model auditor: run against an auditor
+#: that always answers "inconclusive" (``--inconclusive-stub``), each must fail.
+SCENARIO_TESTS = (
+    "tests/test_demo.py",
+    "tests/test_unlearning_scenario.py",
+    "tests/test_segmentation_refmodel.py",
+    "tests/test_cli_audit.py",
+    "tests/test_handlers_data_check.py",
+    "tests/test_audit_refmodel.py",
+    "tests/test_bundles.py",
+)
+ALWAYS_INCONCLUSIVE = Mutant(
+    "always inconclusive",
+    "monai_forget/audit/refmodel.py",
+    "    if shift is not None and shift.shifted:\n        return INCONCLUSIVE",
+    "    return INCONCLUSIVE",
+    SCENARIO_TESTS,
+)
+
+
+def stub_check(root: Path) -> list[tuple[str, str]]:
+    """(test, outcome) of every scenario test against the always-inconclusive auditor."""
+    path = root / ALWAYS_INCONCLUSIVE.path
+    original = path.read_text()
+    path.write_text(original.replace(ALWAYS_INCONCLUSIVE.old, ALWAYS_INCONCLUSIVE.new))
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-rA", "-n", "0", "-p", "no:cacheprovider",
+             *SCENARIO_TESTS],
+            cwd=root, capture_output=True, text=True, env={**_env(), "PYTHONPATH": str(root)},
+        )  # fmt: skip
+    finally:
+        path.write_text(original)
+    out = []
+    for line in result.stdout.splitlines():
+        for outcome in ("PASSED", "FAILED", "ERROR", "SKIPPED"):
+            if line.startswith(outcome + " "):
+                out.append((line.split()[1], outcome))
+    return out
+
+
 def run_mutant(mutant: Mutant, root: Path, timeout: int) -> tuple[str, float]:
     """Apply ``mutant`` in the copy ``root``, run its tests, restore the file."""
     path = root / mutant.path
@@ -332,6 +373,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="run the mutants whose name contains this")
     parser.add_argument("--timeout", type=int, default=900, help="seconds per mutant")
     parser.add_argument("--out", help="also write the markdown here")
+    parser.add_argument(
+        "--inconclusive-stub",
+        action="store_true",
+        help="also run the scenario tests against an auditor that always answers "
+        '"inconclusive" and list which pass',
+    )
     args = parser.parse_args(argv)
     mutants = [m for m in MUTANTS if args.only is None or args.only in m.name]
     baseline = Mutant("none (the code as it is)", mutants[0].path, "", "", ())
@@ -354,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
             outcome, seconds = run_mutant(mutant, root, args.timeout)
             log(f"{outcome:>9}  {seconds:6.1f} s  {mutant.name}")
             rows.append((mutant, outcome, seconds))
+        stub = stub_check(root) if args.inconclusive_stub else []
     killed = sum(o.startswith("killed") for _, o, _ in rows)
     say("# Mutation testing of the decision modules")
     say()
@@ -370,6 +418,18 @@ def main(argv: list[str] | None = None) -> int:
         tests = ", ".join(Path(t).name for t in mutant.tests)
         say(f"| {mutant.name} | `{mutant.path}` | {tests} | {outcome} | {seconds:.0f} |")
     say()
+    if stub:
+        passed = [t for t, o in stub if o == "PASSED"]
+        say('## Against an auditor that always answers "inconclusive"')
+        say()
+        say(f"The scenario tests ({', '.join(Path(t).name for t in SCENARIO_TESTS)}) with "
+            f"`refmodel_decision` returning \"inconclusive\": {len(stub) - len(passed)} of "
+            f"{len(stub)} tests fail. The ones that pass do not decide with the auditor "
+            "(refusals, arithmetic, JSON round trips, the papers' auditors):")  # fmt: skip
+        say()
+        for test in passed:
+            say(f"- `{test}`")
+        say()
     if args.out:
         write(args.out)
     return 0 if killed == len(rows) else 1

@@ -229,7 +229,8 @@ class BoundedRunTests:
         names = json.loads((BUNDLES[bounded_run["bundle"]] / "configs" / "train.json").read_text())
         num_classes = names["num_classes"]
         test = bounded_run["test"]["metrics"]
-        assert 0.0 <= test["accuracy"] <= 1.0 and 0.0 <= test["auc"] <= 1.0
+        # the bounded models learn: above chance on the held-out test section
+        assert test["accuracy"] > 1.0 / num_classes and test["auc"] > 0.5, test
         assert len(test["recall"]) == num_classes
         assert list(test["recall_by_class"]) == names["class_names"]
         for case in ("a", "b"):

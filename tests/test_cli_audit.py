@@ -138,7 +138,11 @@ def test_reference_audit_three_way_exit_code_json_and_trail(files, tmp_path, cap
     assert record["decision"] != "not forgotten"  # B was never trained on
     assert record["exit_code"] == code and record["statistic_name"] == "p_member"
     assert {
-        "remembered_share", "remembered_share_upper", "margin", "reason", "needed_sizes"
+        "remembered_share",
+        "remembered_share_upper",
+        "margin",
+        "reason",
+        "needed_sizes",
     } <= set(record["details"])
     result = AuditResult.load(tmp_path / "b" / "result.json")
     trail = result.provenance["audit_trail"]

@@ -74,7 +74,7 @@ def test_report_and_provenance(demo_out, capsys):
     lead = html.split("<table>")[0]
     assert lead.count("of D_Q still remembered; margin 0.5") == 3
     assert "Why: no evidence of remembering" in lead
-    assert 'Error rate: measured at margin 0.5' in lead and 'false "forgotten" at most' in lead
+    assert "Error rate: measured at margin 0.5" in lead and 'false "forgotten" at most' in lead
     # No share above 100 % and no 16-digit float reach the reader.
     text = re.sub(r"data:image/png;base64,[^\"]+", "", html)
     assert not [m for m in re.findall(r"(\d+)%", text) if int(m) > 100]

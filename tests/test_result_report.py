@@ -146,7 +146,8 @@ def test_report_quotes_the_error_rates_of_the_matching_cell() -> None:
     assert remembered.decision == "not forgotten"
     quoted = matching_error_rates(remembered)
     assert quoted["rows"] and all(r["size"] == 50 for r in quoted["rows"])  # |D_Q| 40
-    assert 'false "not forgotten" on never-seen sets (same)' in quoted["statement"]
+    assert 'false "not forgotten" on never-seen sets at most' in quoted["statement"]
+    assert "D_Q from the non-members' source, |D_Q| 50" in quoted["statement"]
     assert 'false "forgotten"' not in quoted["statement"]
     assert all(r["margin"] == 0.5 for r in quoted["rows"])
     shares = {r["share"] for r in quoted["rows"]}

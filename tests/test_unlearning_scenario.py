@@ -171,7 +171,9 @@ def test_oracle_fit_split_uses_the_given_members() -> None:
     )
     members, nonmembers = data.subset(np.arange(0, 144, 2)), data.subset(np.arange(1, 144, 2))
     oracle = MembershipOracle(recipe).fit_split(members, nonmembers)
-    assert 0.0 <= oracle.train_accuracy_ <= 1.0
+    # the oracle's training accuracy on its own shadow split: above chance (it learns the
+    # members' outputs), as a boosted-trees oracle on 72 + 72 outputs does
+    assert oracle.train_accuracy_ > 0.6
     with pytest.raises(ValueError, match="at least 2 shadow members"):
         MembershipOracle(recipe).fit_split(members.subset([0]), nonmembers)
     with pytest.raises(ValueError, match="pass recipe"):
@@ -235,10 +237,11 @@ def test_fedavg_shadow_recipe_is_the_mean_of_local_fits() -> None:
 
 
 def test_withdrawal_evaluation_runs_the_reference_model_auditor(tmp_path) -> None:
-    """The reference-model audit of a withdrawal: site-1's data looks more remembered by
-    the model trained with it than by the model retrained without it, which is never
-    called "not forgotten"; the known members are the providers that stayed, other than the one
-    audited (site-1's own data as a known member would overlap the query and be refused)."""
+    """The reference-model audit of a withdrawal: site-1's data is found remembered by the
+    model trained with it, and far less of it by the model retrained without it; site-2,
+    which stayed, is found remembered; the known members are the providers that stayed,
+    other than the one audited (site-1's own data as a known member would overlap the
+    query and be refused)."""
     from monai_forget.data import load_digits
     from monai_forget.unlearning.evaluation import evaluate_withdrawal
 
@@ -271,18 +274,22 @@ def test_withdrawal_evaluation_runs_the_reference_model_auditor(tmp_path) -> Non
         ("after", "site-1", "refmodel"),
         ("after", "site-2", "refmodel"),
     }
-    # With 120 digits per provider the signal is weak (members' AUC about 0.55 for the
-    # model trained with site-1): the cross-fitted audit calls it inconclusive (p 0.19),
-    # where the halved map happened to reach "not forgotten". Never "forgotten", and its
-    # D_Q looks more remembered than under the model retrained without site-1.
+    # The data support "not forgotten" for both memberships: 120 remembered digits against
+    # a per-sample AUC of about 0.65 (the power planning asks for fewer than 100). The
+    # retrained model's decision is one draw of a test at alpha 0.05 (its false "not
+    # forgotten" rate is measured in benchmarks/results/audit_calibration.md, not here);
+    # its remembered share is asserted instead: far below the model trained with site-1.
     kept = evaluation.audits[("before", "site-1", "refmodel")]
     gone = evaluation.audits[("after", "site-1", "refmodel")]
-    assert kept.decision != "forgotten" and gone.decision != "not forgotten"
+    assert kept.decision == "not forgotten", kept.details["reason"]
+    assert kept.details["needed_sizes"]["query"] < kept.sizes["query"]
+    assert kept.details["remembered_share"] > 0.8
+    assert gone.details["remembered_share"] < kept.details["remembered_share"] - 0.5
+    assert gone.details["remembered_share_upper"] < kept.details["remembered_share"]
     assert kept.statistic < gone.statistic
-    # site-2 stayed: never called forgotten (with site-3 alone as known members, half of
-    # them scored, the test lacks the power to call it remembered: issue 11's limit).
+    # site-2 stayed, and is found: 120 members against site-3's 60 known members.
     remaining = evaluation.audits[("after", "site-2", "refmodel")]
-    assert remaining.decision != "forgotten"
+    assert remaining.decision == "not forgotten", remaining.details["reason"]
     assert remaining.sizes["members"] == 60 and remaining.sizes["query"] == 120
     # site-1's audits score half of site-2 and site-3 as known members.
     assert evaluation.audits[("after", "site-1", "refmodel")].sizes["members"] == 120

@@ -301,8 +301,8 @@ def decision_reason(decision: str, test: SetTest, shift: ShiftCheck, alpha: floa
     if decision == NOT_FORGOTTEN:
         return (
             f"evidence of remembering: D_Q scores more member-like than the known non-members "
-            f"(p = {test.pvalue:.2g} <= {alpha:g}); at most {bound} of it is remembered "
-            f"({1 - alpha:.0%} upper bound)"
+            f"(p = {test.pvalue:.2g} <= {alpha:g}); an estimated {share_text(test.share)} of it "
+            f"is still remembered ({1 - alpha:.0%} upper bound {bound})"
         )
     if decision == FORGOTTEN:
         return (

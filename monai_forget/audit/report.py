@@ -40,6 +40,12 @@ __all__ = [
     "write_report",
 ]
 
+#: The benchmark's D_Q sources, for a reader.
+SOURCES = {
+    "same": "D_Q from the non-members' source",
+    "other site": "D_Q from another site",
+    "other site, trained on it": "D_Q from another site the target trained on other images of",
+}
 #: Which auditor decides a scenario when several ran (the calibrated one first).
 PRECEDENCE = ("refmodel", "ema", "ks")
 NAMES = {"refmodel": "reference models", "ks": "K-S (Liu & Tsaftaris 2020)",
@@ -92,34 +98,32 @@ def matching_error_rates(result: AuditResult) -> dict[str, Any]:
                 + f", not at {margin:g} (benchmarks/audit_calibration.py)"
             ),
         }
-    sizes = {r["size"] for r in at_margin}
-    nearest = _nearest(sizes, size)
-    wrong = [
-        r for r in at_margin
-        if r["size"] == nearest
-        and ((r["share"] >= margin and r["source"] == "same") or r["share"] == 0)
-    ]  # fmt: skip
-    far = not (min(sizes) / 2 <= size <= max(sizes) * 2)
-    trainings = max(r.get("trainings", 1) for r in wrong)
-    false_forgotten = [r for r in wrong if r["share"] >= margin]
-    false_alarm = [r for r in wrong if r["share"] == 0]
-    parts = []
-    if result.decision in (FORGOTTEN, INCONCLUSIVE) and false_forgotten:
-        worst = max(false_forgotten, key=lambda r: float(r["forgotten"].split()[0]))
-        parts.append(f'false "forgotten" at most {worst["forgotten"]} ({worst["dataset"]}, share '
-                     f'{worst["share"]:g})')  # fmt: skip
-    if result.decision in (NOT_FORGOTTEN, INCONCLUSIVE) and false_alarm:
-        for source in ("same", "other site"):
-            mine = [r for r in false_alarm if r["source"] == source]
-            if mine:
-                worst = max(mine, key=lambda r: float(r["not_forgotten"].split()[0]))
-                parts.append(f'false "not forgotten" on never-seen sets ({source}) at most '
-                             f'{worst["not_forgotten"]} ({worst["dataset"]})')  # fmt: skip
-    statement = (
-        f"measured at margin {margin:g}, |D_Q| {nearest}, over {trainings} trainings per data "
-        f"set: " + "; ".join(parts)
-    )
-    if far:
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in at_margin:
+        groups.setdefault((r["dataset"], r["source"]), []).append(r)
+    wrong, parts = [], []
+    for (dataset, source), cells in groups.items():
+        nearest = _nearest({r["size"] for r in cells}, size)
+        here = [r for r in cells if r["size"] == nearest]
+        errors = []
+        if result.decision in (FORGOTTEN, INCONCLUSIVE) and source == "same":
+            errors += [("forgotten", r) for r in here if r["share"] >= margin]
+        if result.decision in (NOT_FORGOTTEN, INCONCLUSIVE):
+            errors += [("not_forgotten", r) for r in here if r["share"] == 0]
+        for kind in ("forgotten", "not_forgotten"):
+            mine = [r for k, r in errors if k == kind]
+            if not mine:
+                continue
+            worst = max(mine, key=lambda r, k=kind: float(r[k].split()[0]))
+            what = '"forgotten"' if kind == "forgotten" else '"not forgotten" on never-seen sets'
+            parts.append(
+                f"false {what} at most {worst[kind]} ({dataset}, {SOURCES.get(source, source)}, "
+                f"|D_Q| {nearest}, {worst['trainings']} trainings)"
+            )
+            wrong += mine
+    measured = sorted({r["size"] for r in at_margin})
+    statement = f"measured at margin {margin:g}: " + "; ".join(parts)
+    if not measured[0] / 2 <= size <= measured[-1] * 2:
         statement += f" (your |D_Q| of {size} is far from every measured size: indicative only)"
     return {"rows": wrong, "statement": statement}
 
