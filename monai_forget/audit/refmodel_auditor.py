@@ -1,6 +1,6 @@
 """The reference-model auditor: reference models trained by the target's recipe on data
 the auditor controls, per-sample scores relative to them, and a set-level three-way
-decision with its power and the fraction of D_Q still remembered
+decision, and the share of D_Q still remembered with its upper bound
 (:mod:`~monai_forget.audit.refmodel` holds the statistics).
 
 Offline setting (LiRA offline, Carlini et al. 2022): no reference model ever trains on a
@@ -283,7 +283,8 @@ class ReferenceModelAuditor(ShadowAuditor):
         population: LabelledImages | None = None,
         label: str = "",
     ) -> AuditResult:
-        """Has ``target`` forgotten ``query``? Three-way answer with its power."""
+        """Has ``target`` forgotten ``query``? Three-way answer with the bound on the share
+        of it still remembered."""
         reference, roles, population = self._fit(query, calibration, population)
         signal = {}
         for role in ROLES:

@@ -15,7 +15,8 @@ __all__ = ["DECISIONS", "FORGOTTEN", "INCONCLUSIVE", "NOT_FORGOTTEN", "AuditResu
 
 FORGOTTEN = "forgotten"
 NOT_FORGOTTEN = "not forgotten"
-#: The reference-model auditor's third outcome: the test had too little power to say.
+#: The reference-model auditor's third outcome: the data cannot tell (the result says
+#: what is short).
 INCONCLUSIVE = "inconclusive"
 DECISIONS = (FORGOTTEN, NOT_FORGOTTEN, INCONCLUSIVE)
 
