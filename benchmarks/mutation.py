@@ -43,6 +43,7 @@ class Mutant:
 
 REFMODEL_TESTS = ("tests/test_audit_refmodel.py", "tests/test_remembered_share.py")
 GATE_TESTS = ("tests/test_bundles.py",)
+EMA_TESTS = ("tests/test_audit_ema.py", "tests/test_audit_ema_sources.py")
 MUTANTS = (
     # the reference-model auditor's decision (audit/refmodel.py)
     Mutant(
@@ -208,14 +209,14 @@ MUTANTS = (
         "monai_forget/audit/ema.py",
         "return FORGOTTEN if pvalue <= alpha else NOT_FORGOTTEN",
         "return FORGOTTEN if pvalue < alpha else NOT_FORGOTTEN",
-        ("tests/test_audit_ema.py",),
+        EMA_TESTS,
     ),
     Mutant(
         "EMA: threshold > instead of >=",
         "monai_forget/audit/ema.py",
         "member |= scores[metric] >= per_class[cls]",
         "member |= scores[metric] > per_class[cls]",
-        ("tests/test_audit_ema.py",),
+        EMA_TESTS,
     ),
     # unique-feature memorisation (memorisation/decoys.py, reference_test.py)
     Mutant(

@@ -224,7 +224,10 @@ def test_every_feature_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
         [(3, 2, 2, 4, 10), (1, 20, 2, 3, 5), (2, 30, 2, 5, 5)],
         [(3, 2, 2, 3, 10), (1, 20, 2, 2, 5), (2, 30, 2, 5, 5)],
     ])  # fmt: skip
-    given = {"ED": [np.array([4.0, 6.0]), np.array([4.0])], "ES": [np.array([6.0])] * 2}
+    given = {
+        "ED": [np.array([4.0, 6.0]), np.array([4.0])],
+        "ES": [np.array([5.0]), np.array([7.0])],
+    }
     monkeypatch.setattr(
         features,
         "_thickness_per_slice",
@@ -245,8 +248,8 @@ def test_every_feature_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
         "wall_max_ed": 6 / diameter,
         "wall_mean_ed": mean_ed / diameter,
         "wall_cv_ed": (1 / 5 + 0) / 2,  # slice 0: std 1 / mean 5; slice 1: one value
-        "wall_max_es": 6 / diameter,
-        "wall_thickening": 6 / mean_ed,
+        "wall_max_es": 7 / diameter,
+        "wall_thickening": 6 / mean_ed,  # ES mean (5 + 7) / 2 over ED mean
         "lv_slice_ef_std": np.std([60 / 100, 20 / 50]),  # per-slice LV area change
     }
     assert set(expected) == set(FEATURES)

@@ -30,7 +30,7 @@ AUDIT_REF = (
     "monai-forget audit reference --model target.pt --network mlp --network-args "
     """'{"in_shape":[1,8,8],"num_classes":10,"hidden":[256]}' --query provider_c.npz """
     "--members provider_a.npz --nonmembers held_out.npz --recipe recipe.json --references 4 "
-    "--out audit_c_ref/"
+    "--margin 0.5 --out audit_c_ref/"
 )
 AUDIT = (
     "monai-forget audit ks --model target.pt --network mlp --network-args "
@@ -183,6 +183,7 @@ def test_readme_digits_commands(command: str, digits_workspace: Path) -> None:
     assert result.returncode == EXIT_CODES[record["decision"]], result.stderr[-3000:]
     if "audit reference" in command:
         assert record["decision"] == "not forgotten", record["details"]
+        assert record["details"]["margin"] == 0.5
         assert "p_member" in result.stdout
     else:
         assert record["decision"] in ("forgotten", "not forgotten")

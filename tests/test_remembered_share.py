@@ -197,3 +197,24 @@ def test_needed_sizes_give_the_planned_power() -> None:
     assert hits / 400 == pytest.approx(0.8, abs=0.07)
     # With a D_Q of 3 no number of known samples is enough: D_Q's own noise dominates.
     assert needed_sizes(known, 3, 0.5, ALPHA, 0.8)["nonmembers"] == math.inf
+
+
+def test_known_sets_statistics_by_hand() -> None:
+    """The members' lead and its one-sided lower 95 % bound (normal approximation), and the
+    variance of one sample of a mixture, against direct computation."""
+    members, nonmembers = np.array([0.9, 0.7, 0.8, 0.6]), np.array([0.1, 0.5, 0.3])
+    known = KnownSets.of(members, nonmembers)
+    lead = 0.75 - 0.3
+    se = math.sqrt(np.var(members, ddof=1) / 4 + np.var(nonmembers, ddof=1) / 3)
+    assert known.effect == pytest.approx(lead)
+    assert known.effect_low(0.95) == pytest.approx(lead - 1.6448536269514722 * se)
+    assert known.effect_low(0.95) < known.effect
+    # a share pi of draws from the members, the rest from the non-members: the variance
+    # of one draw, by brute force on a large sample of such draws
+    rng = np.random.default_rng(9)
+    m_pop, n_pop = rng.normal(2.0, 0.5, 400_000), rng.normal(0.0, 1.0, 400_000)
+    known = KnownSets.of(m_pop, n_pop)
+    for share in (0.0, 0.3, 0.8):
+        pick = rng.random(400_000) < share
+        draws = np.where(pick, m_pop, n_pop)
+        assert known.mixture_var(share) == pytest.approx(draws.var(), rel=0.02), share

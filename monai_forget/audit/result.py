@@ -88,7 +88,10 @@ class AuditResult(Result):
     def summary(self) -> str:
         """One sentence in plain words: what the test shows, never more."""
         if "reason" in self.details:
-            return f"{self.method.upper()}: {self.decision}: {self.details['reason']}."
+            return (
+                f"{self.method.upper()}: {self.decision} ({self.statistic_name} = "
+                f"{self.statistic:.4g}): {self.details['reason']}."
+            )
         verdict = {
             FORGOTTEN: "no evidence that the model remembers the query set",
             NOT_FORGOTTEN: "evidence that the model still remembers the query set",
