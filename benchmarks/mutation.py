@@ -426,7 +426,9 @@ def main(argv: list[str] | None = None) -> int:
         say(f"The scenario tests ({', '.join(Path(t).name for t in SCENARIO_TESTS)}) with "
             f"`refmodel_decision` returning \"inconclusive\": {len(stub) - len(passed)} of "
             f"{len(stub)} tests fail. The ones that pass do not decide with the auditor "
-            "(refusals, arithmetic, JSON round trips, the papers' auditors):")  # fmt: skip
+            "(refusals, arithmetic, JSON round trips, the papers' auditors, the gate on given "
+            "metrics), compare two runs of the same auditor (the handler against the offline "
+            'audit), or expect "inconclusive" (a never-seen D_Q from another site):")  # fmt: skip
         say()
         for test in passed:
             say(f"- `{test}`")
