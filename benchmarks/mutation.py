@@ -428,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{len(stub)} tests fail. The ones that pass do not decide with the auditor "
             "(refusals, arithmetic, JSON round trips, the papers' auditors, the gate on given "
             "metrics), compare two runs of the same auditor (the handler against the offline "
-            'audit), or expect "inconclusive" (a never-seen D_Q from another site):")  # fmt: skip
+            'audit), or expect "inconclusive" (a never-seen D_Q from another site):')  # fmt: skip
         say()
         for test in passed:
             say(f"- `{test}`")

@@ -168,3 +168,10 @@ def test_the_architecture_names_every_benchmark_script() -> None:
     assert scripts, "no benchmark script found"
     missing = [s.name for s in scripts if f"`{s.name}`" not in text]
     assert not missing, f"docs/architecture.md does not name {missing}"
+
+
+def test_every_benchmark_script_compiles() -> None:
+    """The benchmark scripts run outside the test suite (minutes to hours); a syntax error
+    in one must still fail here, not in the next person's long run."""
+    for script in sorted((PACKAGE.parent / "benchmarks").glob("*.py")):
+        compile(script.read_text(), str(script), "exec")  # raises SyntaxError
