@@ -98,6 +98,8 @@ CUT = {
     },
 }
 DECISIONS = (FORGOTTEN, NOT_FORGOTTEN, INCONCLUSIVE)
+#: RMIA's offline coefficients compared on the development seeds.
+RMIA_COEFFICIENTS = (0.0, 0.2, 0.3, 0.5, 0.7, 1.0)
 
 
 def sources(dataset: str):
@@ -339,6 +341,20 @@ def _size(value: float) -> str:
     return "none" if not np.isfinite(value) else f"{value:.0f}"
 
 
+def rmia_coefficient_scan(run: dict[str, np.ndarray]) -> dict[float, list[float]]:
+    """AUC and TPR at 1 % FPR of RMIA's offline score at each coefficient ``a`` (how the
+    default ``RMIA_OFFLINE_A`` was chosen, on the development seeds only)."""
+    index = np.concatenate([run["role_members"], run["role_nonmembers"]])
+    truth = np.r_[np.ones(len(run["role_members"])), np.zeros(len(run["role_nonmembers"]))]
+    p = true_class_probability_all(run["probs_a"][:, index], run["labels_a"][index])
+    out = {}
+    for a in RMIA_COEFFICIENTS:
+        score = rmia_scores(p[0], p[2:].mean(0), a)
+        fpr, tpr, _ = roc_curve(truth, score)
+        out[a] = [float(roc_auc_score(truth, score)), float(np.interp(0.01, fpr, tpr))]
+    return out
+
+
 def report(dataset: str, results: dict[int, dict], args: argparse.Namespace) -> list[dict]:
     """The data set's tables; returns the rows of the report's JSON."""
     name, rows = DATASETS[dataset], []
@@ -549,6 +565,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.dev_seeds:
             dev = {seed: run_training(dataset, seed, args) for seed in args.dev_seeds}
             say(f"### {DATASETS[dataset]}: development seeds (chose the design; not counted)")
+            say()
+            scans = [rmia_coefficient_scan(training(dataset, seed, Path(args.cache_dir),
+                                                   args.references)) for seed in dev]  # fmt: skip
+            say("RMIA's offline coefficient a (mean AUC / TPR at 1 % FPR over these seeds):")
+            say()
+            say("| a | AUC | TPR at 1 % FPR |")
+            say("|---|---|---|")
+            for a in RMIA_COEFFICIENTS:
+                auc_, tpr = np.mean([scan[a] for scan in scans], axis=0)
+                say(f"| {a:g} | {auc_:.3f} | {tpr:.3f} |")
             say()
             report(dataset, dev, args)
     targets(rows, signals)

@@ -185,15 +185,15 @@ MUTANTS = (
     Mutant(
         "gate: the audit's own decision ignored",
         "monai_forget/handlers/compliance.py",
-        "ok = audit_says and p > self.refmodel_alpha",
-        "ok = p > self.refmodel_alpha",
+        "ok = audit_says and upper < self.margin",
+        "ok = upper < self.margin",
         GATE_TESTS,
     ),
     Mutant(
         "gate: p = alpha passes",
         "monai_forget/handlers/compliance.py",
-        "ok = audit_says and p > self.refmodel_alpha",
-        "ok = audit_says and p >= self.refmodel_alpha",
+        "if p <= self.refmodel_alpha:\n                    return NOT_FORGOTTEN",
+        "if p < self.refmodel_alpha:\n                    return NOT_FORGOTTEN",
         GATE_TESTS,
     ),
     # the papers' rules (audit/ks.py, audit/ema.py)

@@ -7,7 +7,7 @@ from typing import Any
 from monai_forget.audit.ema import ema_decision, ema_rule
 from monai_forget.audit.ks import KS_RULE, ks_decision
 from monai_forget.audit.refmodel_reference import check_levels
-from monai_forget.audit.result import FORGOTTEN
+from monai_forget.audit.result import FORGOTTEN, INCONCLUSIVE, NOT_FORGOTTEN
 from monai_forget.defaults import REFMODEL_ALPHA, REFMODEL_MARGIN
 
 __all__ = ["ComplianceError", "ComplianceGate"]
@@ -92,8 +92,10 @@ class ComplianceGate:
             audit_says = float(metrics.get(f"{self.refmodel_metric}_forgotten", 0.0)) >= 1.0
 
             def refmodel(p: float) -> str:
-                ok = audit_says and p > self.refmodel_alpha and upper < self.margin
-                return FORGOTTEN if ok else "not shown forgotten"
+                if p <= self.refmodel_alpha:
+                    return NOT_FORGOTTEN
+                ok = audit_says and upper < self.margin
+                return FORGOTTEN if ok else INCONCLUSIVE
 
             def why(p: float) -> str:
                 if p <= self.refmodel_alpha:
