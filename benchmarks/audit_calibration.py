@@ -72,11 +72,10 @@ from monai_forget.audit.refmodel import (
     refmodel_decision,
     rmia_scores,
     set_test,
-    shift_check,
-    shift_signal,
     true_class_probability,
 )
 from monai_forget.audit.remembered_share import KnownSets, needed_sizes
+from monai_forget.audit.shift_check import SHIFT_LEVEL, ShiftCheck, shift_features, shift_pvalue
 from monai_forget.data import concat, data_root, load_mnist_test, load_pneumoniamnist
 from monai_forget.inference import predict
 from monai_forget.shadow import ShadowTrainer
@@ -162,9 +161,11 @@ class Audit:
     """What every draw of one training and target needs, computed once."""
 
     calibration: MembershipCalibration
-    pools: dict[str, tuple[np.ndarray, np.ndarray]]  # pool -> (target score, refs' mean p)
-    member_mu: np.ndarray
+    # pool -> (target score, shift features, labels)
+    pools: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
     nonmember_mu: np.ndarray
+    nonmember_labels: np.ndarray
+    member_shift_p: float  # the members' shift p-value: one per training
 
     @classmethod
     def of(cls, run: dict[str, np.ndarray], target: int, seed: int) -> Audit:
@@ -175,9 +176,10 @@ class Audit:
             # the product's score and shift check (RefModelReference.scores and .shift)
             pools[source] = (
                 rmia_scores(p[target], p[2:].mean(axis=0)),
-                shift_signal("rmia", p[2:]).mean(axis=0),
+                shift_features("rmia", p[2:], run[f"probs_{source}"][2:]),
+                run[f"labels_{source}"],
             )
-        a_score, a_mu = pools["a"]
+        a_score, a_mu, a_labels = pools["a"]
         m, n = run["role_members"], run["role_nonmembers"]
         b_others = np.setdiff1d(np.arange(len(run["labels_b"])), run["b_train"])
         named = {
@@ -189,9 +191,10 @@ class Audit:
         }
         return cls(
             MembershipCalibration.fit(a_score[m], a_score[n], seed),
-            {k: (pools[s][0][i], pools[s][1][i]) for k, (s, i) in named.items()},
-            a_mu[m],
+            {k: tuple(v[i] for v in pools[s]) for k, (s, i) in named.items()},
             a_mu[n],
+            a_labels[n],
+            shift_pvalue(a_mu[m], a_mu[n], (a_labels[m], a_labels[n])),
         )
 
     def decide(self, index: dict[str, np.ndarray], seed: int) -> dict[str, object]:
@@ -201,7 +204,13 @@ class Audit:
         test = set_test(
             score, self.calibration, alpha=ALPHA, margin=MARGINS[-1], n_resamples=999, seed=seed
         )
-        shift = shift_check(mu, self.member_mu, self.nonmember_mu)
+        labels = np.concatenate([self.pools[k][2][i] for k, i in index.items()])
+        # the product's shift_check, the members' half computed once per training
+        shift = ShiftCheck(
+            shift_pvalue(mu, self.nonmember_mu, (labels, self.nonmember_labels)),
+            self.member_shift_p,
+            SHIFT_LEVEL,
+        )
         decisions = {
             margin: refmodel_decision(dataclasses.replace(test, margin=margin), ALPHA, shift)
             for margin in MARGINS

@@ -153,7 +153,7 @@ def prepare(
     ema_reference, ks_conf = None, None
     if "ema" in auditors:
         log(f"  {p.name} k={k}: EMA reference model (cached)")
-        ema_reference = EMAAuditor(**options).fit_reference(population)
+        ema_reference = EMAAuditor(**options).fit_reference(None, population)
     if "ks" in auditors:
         log(f"  {p.name} k={k}: K-S calibration shadow (cached)")
         ks_shadow = ShadowTrainer(p.recipe, cache_dir=cache).train(population, seed=seed)

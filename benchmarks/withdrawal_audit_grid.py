@@ -541,7 +541,7 @@ def handler_overhead(
     options = {"recipe": setup.recipe, "seed": seed, "cache_dir": cache}
     model = ShadowTrainer(setup.recipe, cache_dir=cache).train(setup.target_data, target_seed)
     ks_reference = KSAuditor(**options).fit_reference(setup.query, setup.calibration)
-    thresholds = EMAAuditor(**options).fit_reference(setup.calibration).thresholds
+    thresholds = EMAAuditor(**options).fit_reference(setup.query, setup.calibration).thresholds
     loader = torch.utils.data.DataLoader(setup.query.to_dataset(), batch_size=64)
 
     def evaluator(with_handlers: bool) -> SupervisedEvaluator:

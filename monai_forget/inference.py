@@ -12,16 +12,16 @@ from __future__ import annotations
 import hashlib
 import os
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 import torch
 
+from monai_forget.cache import CacheEntryError, entry_hash, entry_lock, write_entry
 from monai_forget.data import LabelledImages
 from monai_forget.fingerprint import data_fingerprint, model_fingerprint
-from monai_forget.io import atomic_write
 
 __all__ = ["Predictions", "predict", "prediction_cache_key"]
 
@@ -35,10 +35,13 @@ class Predictions:
     Attributes:
         probs: ``(N, K)`` float64, rows on the probability simplex.
         labels: ``(N,)`` int64 ground-truth labels.
+        cache_entry: ``(file, SHA-256)`` of the cache entry these were read from or
+            written to (:func:`predict` with a cache), for provenance; else ``None``.
     """
 
     probs: np.ndarray
     labels: np.ndarray
+    cache_entry: tuple[str, str] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         probs = np.array(self.probs, dtype=np.float64, copy=True)
@@ -98,7 +101,8 @@ def predict(
         batch_size: Samples per forward pass.
         device: Torch device (``"cpu"``, ``"cuda:0"``, a ``torch.device``).
         cache_dir: If given, results are read from / written to
-            ``<cache_dir>/predictions/<key>.npz`` (see :func:`prediction_cache_key`).
+            ``<cache_dir>/predictions/<key>.npz`` (see :func:`prediction_cache_key`),
+            checked against the SHA-256 recorded at write (:mod:`monai_forget.cache`).
         outputs: ``"logits"``: the model returns logits and softmax is applied in
             float64; ``"probs"``: the model already returns probabilities (validated).
         progress: Show a tqdm progress bar.
@@ -109,23 +113,29 @@ def predict(
     Raises:
         ValueError: Bad ``outputs``/``batch_size``, or model outputs of the wrong shape,
             non-finite, or (for ``"probs"``) not probabilities.
+        CacheEntryError: a cached entry for this model and data is damaged or replaced.
     """
     if outputs not in ("logits", "probs"):
         raise ValueError(f"outputs must be 'logits' or 'probs', got {outputs!r}")
     if batch_size < 1:
         raise ValueError(f"batch_size must be positive, got {batch_size}")
-    cache_path = None
-    if cache_dir is not None:
-        key = prediction_cache_key(model, data, outputs)
-        cache_path = Path(cache_dir) / "predictions" / f"{key}.npz"
+    if cache_dir is None:
+        return Predictions(
+            _forward(model, data, batch_size, torch.device(device), outputs, progress),
+            data.labels,
+        )
+    key = prediction_cache_key(model, data, outputs)
+    cache_path = Path(cache_dir) / "predictions" / f"{key}.npz"
+    with entry_lock(cache_path):
         cached = _read_cache(cache_path, data)
         if cached is not None:
             return cached
-    probs = _forward(model, data, batch_size, torch.device(device), outputs, progress)
-    result = Predictions(probs, data.labels)
-    if cache_path is not None:
-        _write_cache(cache_path, result)
-    return result
+        probs = _forward(model, data, batch_size, torch.device(device), outputs, progress)
+        result = Predictions(probs, data.labels)
+        digest = write_entry(
+            cache_path, lambda f: np.savez(f, probs=result.probs, labels=result.labels)
+        )
+    return replace(result, cache_entry=(str(cache_path), digest))
 
 
 def _forward(
@@ -190,20 +200,23 @@ def _to_probs(out: object, n: int, outputs: str) -> np.ndarray:
 
 
 def _read_cache(path: Path, data: LabelledImages) -> Predictions | None:
-    """Cached predictions, or ``None`` when absent or unreadable (then recomputed)."""
+    """Cached predictions (their hash checked), or ``None`` when absent or computed for
+    other samples (a key collision: recomputed).
+
+    Raises:
+        CacheEntryError: the entry is not the file that was written, or no predictions.
+    """
     if not path.is_file():
         return None
+    digest = entry_hash(path)
     try:
         with np.load(path, allow_pickle=False) as npz:
             probs, labels = npz["probs"], npz["labels"]
-    except (OSError, EOFError, KeyError, ValueError, zipfile.BadZipFile):
-        return None
+    except (OSError, EOFError, KeyError, ValueError, zipfile.BadZipFile) as err:
+        raise CacheEntryError(
+            f"the cache entry {path} holds no predictions ({type(err).__name__}); delete it "
+            "and its .sha256 to compute it again"
+        ) from None
     if len(probs) != len(data) or not np.array_equal(labels, data.labels):
         return None
-    return Predictions(probs, labels)
-
-
-def _write_cache(path: Path, result: Predictions) -> None:
-    # overwrite=True: a concurrent writer of the same key writes identical content.
-    with atomic_write(path, "wb", overwrite=True) as f:
-        np.savez(f, probs=result.probs, labels=result.labels)
+    return Predictions(probs, labels, cache_entry=(str(path), digest))

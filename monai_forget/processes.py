@@ -5,10 +5,14 @@ Imports only the standard library.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import multiprocessing.connection
 import os
+import signal
 import threading
+import time
+from pathlib import Path
 
 
 def available_cores() -> int:
@@ -36,3 +40,44 @@ def exit_with_parent() -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Process ids of the running processes whose command line contains ``text`` (this
+    process left out; Linux ``/proc``, an empty list elsewhere): the services a
+    deployment started under a workspace path, wherever they were started from."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            line = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # ended meanwhile, or not ours to read
+            continue
+        pid = int(cmdline.parent.name)
+        if text in line and pid != os.getpid():
+            found.append(pid)
+    return found
+
+
+def stop_processes(pids: list[int], grace: float = 10.0) -> None:
+    """SIGTERM each process, then SIGKILL those still alive after ``grace`` seconds."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        alive = []
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+                alive.append(pid)
+        deadline = time.monotonic() + grace
+        while alive and time.monotonic() < deadline:
+            alive = [pid for pid in alive if _running(pid)]
+            time.sleep(0.2)
+        pids = alive
+        if not pids:
+            return
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][:1]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie has ended; its parent has yet to reap it

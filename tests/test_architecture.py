@@ -21,6 +21,7 @@ LAYERS: dict[str, int] = {
     "io": 1,
     "scores": 1,
     "fingerprint": 1,
+    "cache": 2,
     "model_files": 1,
     "processes": 1,
     "results": 2,

@@ -127,8 +127,9 @@ def test_audit_predictions_decisions():
     members, nonmembers = Predictions(mp, ml), Predictions(np_, nl)
     qm = Predictions(*_random_outputs(rng, 100, 4.0))
     qn = Predictions(*_random_outputs(rng, 100, 0.5))
-    remembered = auditor.audit_predictions(qm, members, nonmembers)
-    forgotten = auditor.audit_predictions(qn, members, nonmembers)
+    reference = auditor.reference_from_predictions(members, nonmembers)
+    remembered = auditor.audit_predictions(reference, qm)
+    forgotten = auditor.audit_predictions(reference, qn)
     assert forgotten.decision == FORGOTTEN and forgotten.statistic <= 0.1
     assert remembered.details["membership_rate"] > forgotten.details["membership_rate"]
     assert remembered.statistic > forgotten.statistic

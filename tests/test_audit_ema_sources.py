@@ -183,7 +183,7 @@ def test_reference_model_is_trained_on_the_calibration_members(tmp_path) -> None
     )
     calibration = load_digits().subset(slice(0, 200))
     auditor = EMAAuditor(recipe=recipe, cache_dir=tmp_path, metrics=("entropy",))
-    reference = auditor.fit_reference(calibration)
+    reference = auditor.fit_reference(None, calibration)
     members, nonmembers = calibration.split(auditor.member_fraction, seed=auditor.seed)
     m_scores = reference.member_scores["entropy"]
     n_scores = reference.nonmember_scores["entropy"]

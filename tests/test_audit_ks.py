@@ -4,7 +4,13 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from monai_forget.audit import FORGOTTEN, NOT_FORGOTTEN, KSAuditor, ks_calibrated_ratio
+from monai_forget.audit import (
+    FORGOTTEN,
+    NOT_FORGOTTEN,
+    KSAuditor,
+    KSReference,
+    ks_calibrated_ratio,
+)
 from monai_forget.inference import Predictions
 from monai_forget.metrics import compute_ks_calibrated_ratio
 
@@ -47,7 +53,8 @@ def _predictions(conf: np.ndarray) -> Predictions:
 def test_audit_predictions_result_fields():
     rng = np.random.default_rng(0)
     q, t, c = rng.uniform(0.9, 1, 30), rng.uniform(0.85, 1, 30), rng.uniform(0.3, 1, 30)
-    result = KSAuditor.audit_predictions(_predictions(t), _predictions(q), _predictions(c))
+    reference = KSReference.from_predictions(_predictions(q), _predictions(c))
+    result = KSAuditor().audit_predictions(reference, _predictions(t))
     expected = scipy.stats.ks_2samp(q, t).statistic / scipy.stats.ks_2samp(q, c).statistic
     assert result.statistic == pytest.approx(expected)
     assert result.method == "ks" and result.statistic_name == "rho_KS"
@@ -60,7 +67,7 @@ def test_audit_predictions_mismatched_lengths():
     a = _predictions(np.full(5, 0.9))
     b = _predictions(np.full(6, 0.9))
     with pytest.raises(ValueError, match="same query samples"):
-        KSAuditor.audit_predictions(a, a, b)
+        KSAuditor().audit_predictions(KSReference.from_predictions(a, a), b)
 
 
 def test_metric_twin_accepts_index_one_hot_and_logits():

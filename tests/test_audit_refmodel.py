@@ -29,11 +29,11 @@ from monai_forget.audit.refmodel import (
     pooled_sigma,
     rmia_scores,
     set_test,
-    shift_check,
     true_class_probability,
 )
 from monai_forget.audit.refmodel_auditor import _split_roles
 from monai_forget.audit.refmodel_reference import RefModelReference
+from monai_forget.audit.shift_check import hotelling_pvalue, shift_check, shift_features
 from monai_forget.data import DataOverlapError, LabelledImages, load_digits
 
 
@@ -319,6 +319,74 @@ def test_shift_check_makes_a_mismatched_comparison_inconclusive() -> None:
     forgotten = _test(0.6, 0.1)
     assert refmodel_decision(forgotten, 0.05) == FORGOTTEN
     assert refmodel_decision(forgotten, 0.05, shifted) == INCONCLUSIVE
+
+
+def test_hotelling_in_one_dimension_is_the_pooled_t_test() -> None:
+    """With one column Hotelling's T^2 is the square of the pooled two-sample t: the same
+    p-value as scipy's equal-variance t-test (an independent computation)."""
+    rng = np.random.default_rng(3)
+    for n_a, shift in ((20, 0.0), (50, 0.4), (200, -0.2)):
+        a, b = rng.normal(shift, 1, (n_a, 1)), rng.normal(0, 1.3, (700, 1))
+        expected = scipy.stats.ttest_ind(a[:, 0], b[:, 0], equal_var=True).pvalue
+        assert hotelling_pvalue(a, b) == pytest.approx(expected, rel=1e-9)
+
+
+def test_hotelling_rejects_at_its_level_under_the_null_and_sees_a_joint_shift() -> None:
+    """Correlated 4-D normals: under equal means p <= 0.05 in 5 % of 1,000 draws (a wrong
+    F degree of freedom or a missing pooled covariance moves it); a shift along a
+    direction no single column shows much is found."""
+    rng = np.random.default_rng(4)
+    cov = 0.8 * np.ones((4, 4)) + 0.2 * np.eye(4)
+    b = rng.multivariate_normal(np.zeros(4), cov, 1000)
+    null = [hotelling_pvalue(rng.multivariate_normal(np.zeros(4), cov, 20), b) <= 0.05
+            for _ in range(1000)]  # fmt: skip
+    assert 0.035 <= np.mean(null) <= 0.065
+    contrast = np.array([0.25, -0.25, 0.25, -0.25])  # columns move against each other
+    a = rng.multivariate_normal(contrast, cov, 50)
+    assert hotelling_pvalue(a, b) < 1e-3
+    assert min(scipy.stats.ttest_ind(a[:, j], b[:, j]).pvalue for j in range(4)) > 1e-3
+
+
+def _profiles(rng, labels: np.ndarray, shift: float = 0.0) -> np.ndarray:
+    """(N, 4) shift features: column 0 the same for every source, the confusion profile
+    depending on each sample's label, plus ``shift`` in column 2 (another site)."""
+    n = len(labels)
+    profile = rng.normal(0, 1, (n, 3)) + 1.5 * labels[:, None] * np.array([1.0, -1.0, 0.5])
+    profile[:, 1] += shift
+    return np.c_[rng.normal(-0.2, 0.1, n), profile]
+
+
+def test_shift_check_sees_a_shifted_confusion_profile_within_labels() -> None:
+    """Another site shows in the reference models' confusion profile while their
+    true-class signal (column 0) is unchanged: the K-S check of column 0 alone passes it,
+    the multivariate check flags it. Members that only hold the labels in another
+    proportion are not a shift once compared within labels (without labels they are)."""
+    rng = np.random.default_rng(5)
+    labels = {"query": rng.integers(0, 2, 100), "members": (rng.random(400) < 0.7).astype(int),
+              "nonmembers": rng.integers(0, 2, 800)}  # fmt: skip
+    features = {r: _profiles(rng, y, shift=0.6 if r == "query" else 0.0)
+                for r, y in labels.items()}  # fmt: skip
+    by_role = (labels["query"], labels["members"], labels["nonmembers"])
+    check = shift_check(features["query"], features["members"], features["nonmembers"],
+                        labels=by_role)  # fmt: skip
+    assert check.pvalue_query < 1e-3 and check.pvalue_members > 0.05 and check.shifted
+    first_column = shift_check(*(features[r][:, 0] for r in ROLES), labels=by_role)
+    assert not first_column.shifted
+    without_labels = shift_check(*(features[r] for r in ROLES))
+    assert without_labels.pvalue_members < 1e-3
+
+
+def test_shift_features_profile_only_beyond_two_classes() -> None:
+    """Column 0 is the mean log true-class probability; the class profile (mean log
+    probability of each class) follows for more than two classes only."""
+    p = np.array([[[0.7, 0.2, 0.1], [0.1, 0.1, 0.8]], [[0.5, 0.3, 0.2], [0.2, 0.2, 0.6]]])
+    true = np.array([[0.7, 0.8], [0.5, 0.6]])  # (models, samples)
+    features = shift_features("rmia", true, p)
+    assert features.shape == (2, 4)
+    assert features[:, 0] == pytest.approx(np.log(true).mean(axis=0))
+    assert features[1, 1:] == pytest.approx(np.log([[0.1, 0.1, 0.8], [0.2, 0.2, 0.6]]).mean(0))
+    binary = shift_features("rmia", true, p[..., :2] / p[..., :2].sum(-1, keepdims=True))
+    assert binary.shape == (2, 1)
 
 
 def _slices(patients: range, slices: int, offset: float) -> LabelledImages:

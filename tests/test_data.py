@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from pydicom_files import write_dicom
 
 from monai_forget.data import (
     ACDC_GROUPS,
@@ -149,28 +150,12 @@ def test_folder_with_mixed_shapes_suggests_resizing(tmp_path: Path) -> None:
         load_images(tmp_path)
 
 
-def _write_dicom(path: Path, pixels: np.ndarray) -> None:
-    from pydicom.dataset import Dataset, FileMetaDataset
-    from pydicom.uid import ExplicitVRLittleEndian, generate_uid
-
-    meta = FileMetaDataset()
-    meta.MediaStorageSOPClassUID = "1.2.840.10008.5.1.4.1.1.7"
-    meta.MediaStorageSOPInstanceUID = generate_uid()
-    meta.TransferSyntaxUID = ExplicitVRLittleEndian
-    ds = Dataset()
-    ds.file_meta = meta
-    ds.SOPClassUID = meta.MediaStorageSOPClassUID
-    ds.SOPInstanceUID = meta.MediaStorageSOPInstanceUID
-    ds.set_pixel_data(pixels, photometric_interpretation="MONOCHROME2", bits_stored=16)
-    ds.save_as(path, enforce_file_format=True)
-
-
 def test_load_dicom_folder(tmp_path: Path) -> None:
     rng = np.random.default_rng(2)
     pix = rng.integers(0, 4000, size=(3, 6, 5), dtype=np.uint16)
     for i, cls in enumerate(["x", "y", "y"]):
         (tmp_path / cls).mkdir(exist_ok=True)
-        _write_dicom(tmp_path / cls / f"{i}.dcm", pix[i])
+        write_dicom(tmp_path / cls / f"{i}.dcm", f"p{i}", pixels=pix[i])
     data = load_images(tmp_path)
     assert data.images.shape == (3, 1, 6, 5) and data.labels.tolist() == [0, 1, 1]
     np.testing.assert_array_equal(data.images[:, 0], pix.astype(np.float32))
@@ -395,7 +380,7 @@ def test_multiframe_dicom_and_3d_nifti_are_refused_by_name(tmp_path: Path) -> No
 
     (tmp_path / "dcm" / "c").mkdir(parents=True)
     frames = np.zeros((3, 6, 5), dtype=np.uint16)
-    _write_dicom(tmp_path / "dcm" / "c" / "cine.dcm", frames)
+    write_dicom(tmp_path / "dcm" / "c" / "cine.dcm", "p", pixels=frames)
     (tmp_path / "nii" / "c").mkdir(parents=True)
     # (H, W, 3): a volume of three slices, not an RGB image
     volume = nib.Nifti1Image(np.zeros((4, 3, 3), dtype=np.int16), np.eye(4))

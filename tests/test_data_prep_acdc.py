@@ -142,8 +142,9 @@ def test_nifti_cli_unknown_site_map_patient(tmp_path):
     site_map = tmp_path / "sites.csv"
     site_map.write_text("patient,site\npatient001,1.5T\npatient002,1.5T\npatient003,3T\n"
                         "patient004,3T\npatient999,3T\n")  # fmt: skip
-    with pytest.raises(ValueError, match="not in the data: patient999"):
+    with pytest.raises(ValueError, match=r"not in the data: .*sites\.csv line 6;") as caught:
         run(["acdc-nifti", str(root), "-o", str(tmp_path / "d.json"), "--site-map", str(site_map)])
+    assert "patient999" not in str(caught.value)
     with pytest.raises(ValueError, match=r"in no provider: patient003, patient004"):
         run(["acdc-nifti", str(root), "-o", str(tmp_path / "d.json"),
              "--provider", "A=patient001,patient002"])  # fmt: skip
@@ -162,11 +163,13 @@ def test_info_cfg_errors_name_file_field_and_line(tmp_path):
     with pytest.raises(ValueError, match=r"ES = 9 is outside 1..NbFrame \(4\)"):
         read_info(info)
     info.write_text("ED: one\nES: 2\nGroup: NOR\nHeight: 1\nNbFrame: 4\nWeight: 1\n")
-    with pytest.raises(ValueError, match="field ED is 'one', not a number"):
+    with pytest.raises(ValueError, match="field ED is not a number") as caught:
         read_info(info)
+    assert "one" not in str(caught.value)  # a clinical value is never repeated
     info.write_text("ED: 1.5\nES: 2\nGroup: NOR\nHeight: 1\nNbFrame: 4\nWeight: 1\n")
-    with pytest.raises(ValueError, match=r"field ED is '1\.5', not a whole number"):
+    with pytest.raises(ValueError, match=r"field ED is not a whole number") as caught:
         read_info(info)
+    assert "1.5" not in str(caught.value)
     info.write_text("ED: 1\nES: 2\nGroup: XYZ\nHeight: 1\nNbFrame: 4\nWeight: 1\n")
     with pytest.raises(ValueError, match="unknown pathology group 'XYZ'"):
         read_info(info)

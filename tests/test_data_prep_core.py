@@ -92,8 +92,9 @@ def test_site_map_assigns_and_labels(tmp_path):
 def test_site_map_unknown_and_unassigned_patients(tmp_path):
     site_map = tmp_path / "sites.csv"
     site_map.write_text("patient,site\na,1.5T\nb,3T\nzz,3T\n")
-    with pytest.raises(ValueError, match=r"not in the data: zz"):
+    with pytest.raises(ValueError, match=r"not in the data: .*sites\.csv line 4;") as caught:
         SiteSpec(site_map=site_map).assign({"a": "x", "b": "x"})
+    assert "zz" not in str(caught.value)  # named by file and line, not by its id
     site_map.write_text("patient,site\na,1.5T\n")
     with pytest.raises(ValueError, match=r"leaves 1 patient\(s\) in no provider: b"):
         SiteSpec(site_map=site_map).assign({"a": "x", "b": "x"})
@@ -105,7 +106,7 @@ def test_site_map_malformed_lines_name_the_line(tmp_path):
     with pytest.raises(ValueError, match=r"sites.csv, line 3: 3 field\(s\), expected 2"):
         SiteSpec(site_map=site_map).assign({"a": "x", "b": "x"})
     site_map.write_text("patient,site\na,1.5T\n\na,3T\n")
-    with pytest.raises(ValueError, match=r"line 4: patient a .* line 2 gave '1.5T'"):
+    with pytest.raises(ValueError, match=r"line 4: its patient is given .* line 2 gave '1.5T'"):
         SiteSpec(site_map=site_map).assign({"a": "x"})
     site_map.write_text("id,scanner\na,1.5T\n")
     with pytest.raises(ValueError, match=r"lacks column\(s\) \['patient', 'site'\]"):

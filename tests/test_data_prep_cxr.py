@@ -13,8 +13,7 @@ import pydicom
 import pytest
 from monai.data import load_decathlon_datalist
 from PIL import Image
-from pydicom.dataset import Dataset, FileMetaDataset
-from pydicom.uid import ExplicitVRLittleEndian, SecondaryCaptureImageStorage, generate_uid
+from pydicom_files import write_dicom
 
 from monai_forget.cli import prepare
 from monai_forget.data_prep import covidx, kermany, medmnist, rsna
@@ -281,13 +280,15 @@ def test_covidx_sources_as_providers(tmp_path):
 def test_covidx_errors_name_the_line(tmp_path):
     root = make_covidx(tmp_path / "covidx")
     (root / "test.txt").write_text("201 f.png positive cohen\n\n202 g.png negative\n")
-    with pytest.raises(ValueError, match=r"test\.txt, line 3: expected 'patient_id filename"):
+    with pytest.raises(
+        ValueError, match=r"test\.txt, line 3: expected the four fields 'patient_id filename"
+    ):
         covidx.collect(root)
     (root / "test.txt").write_text("201 f.png positive cohen\n202 missing.png negative rsna\n")
     with pytest.raises(FileNotFoundError, match=r"test\.txt, line 2: image .*missing\.png"):
         covidx.collect(root)
     (root / "test.txt").write_text("201 f.png positive cohen\n101 g.png negative rsna\n")
-    with pytest.raises(ValueError, match="patient 101 has source 'rsna'"):
+    with pytest.raises(ValueError, match="line 2: its patient has source 'rsna'"):
         covidx.collect(root)
     (root / "test.txt").write_text("201 f.png COVID-19 cohen\n")
     with pytest.raises(ValueError, match="pass --label-names"):
@@ -297,23 +298,6 @@ def test_covidx_errors_name_the_line(tmp_path):
 
 
 # --- RSNA -----------------------------------------------------------------------------
-
-
-def write_dicom(path: Path, patient: str, pixels: bool = True) -> None:
-    meta = FileMetaDataset()
-    meta.MediaStorageSOPClassUID = SecondaryCaptureImageStorage
-    meta.MediaStorageSOPInstanceUID = generate_uid()
-    meta.TransferSyntaxUID = ExplicitVRLittleEndian
-    ds = Dataset()
-    ds.file_meta = meta
-    ds.SOPClassUID = meta.MediaStorageSOPClassUID
-    ds.SOPInstanceUID = meta.MediaStorageSOPInstanceUID
-    ds.PatientID = patient
-    ds.ViewPosition = "PA"
-    ds.Modality = "CR"
-    if pixels:
-        ds.set_pixel_data(np.full((64, 64), 7, np.uint8), "MONOCHROME2", 8)
-    ds.save_as(path, enforce_file_format=True)
 
 
 RSNA_CSV = (
@@ -369,15 +353,16 @@ def test_rsna_errors(tmp_path):
     with pytest.raises(ValueError, match=r"ccc\.dcm: DICOM without pixel data"):
         rsna.collect(root)
     write_dicom(root / rsna.IMAGES / "ccc.dcm", "zzz")
-    with pytest.raises(ValueError, match=r"ccc\.dcm: PatientID 'zzz' differs"):
+    with pytest.raises(ValueError, match=r"ccc\.dcm: its PatientID differs") as caught:
         rsna.collect(root)
+    assert "zzz" not in str(caught.value)  # the header's PatientID is never repeated
     write_dicom(root / rsna.IMAGES / "ccc.dcm", "ccc")
     write_dicom(root / rsna.IMAGES / "eee.dcm", "eee")
     with pytest.raises(ValueError, match=r"1 DICOM file\(s\) .* have no row .* \['eee'\]"):
         rsna.collect(root)
     (root / rsna.IMAGES / "eee.dcm").unlink()
     (root / rsna.IMAGES / "ddd.dcm").unlink()
-    with pytest.raises(FileNotFoundError, match=r"ddd\.dcm not found \(patient ddd, line 6"):
+    with pytest.raises(FileNotFoundError, match=r"ddd\.dcm not found \(line 6"):
         rsna.collect(root)
     (root / rsna.IMAGES / "aaa.dcm").write_bytes(b"not a dicom")
     with pytest.raises(ValueError, match=r"aaa\.dcm: not a readable DICOM"):

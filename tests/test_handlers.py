@@ -3,7 +3,7 @@
 Reference outputs are computed beforehand (``KSAuditor.fit_reference``,
 ``EMAAuditor.fit_reference``); the evaluator then runs only the target over D_Q. The values
 the handlers put in ``engine.state.metrics`` must equal the offline computations
-(``KSAuditor.audit_predictions``, ``ks_calibrated_ratio``, ``ema_pvalue``, and the
+(``KSAuditor().audit_predictions``, ``ks_calibrated_ratio``, ``ema_pvalue``, and the
 EMA auditor's own ``audit_predictions``) on the very outputs the evaluator produced.
 """
 
@@ -25,6 +25,7 @@ from monai_forget.audit import (
     EMAAuditor,
     EMAThresholds,
     KSAuditor,
+    KSReference,
     ema_membership,
     ema_pvalue,
     ks_calibrated_ratio,
@@ -92,7 +93,7 @@ def setup(tmp_path_factory) -> Setup:
         ks_reference.query_confidence,
         ks_reference.calibration_confidence,
     )
-    thresholds = ema.fit_reference(calibration).thresholds
+    thresholds = ema.fit_reference(query, calibration).thresholds
     torch.set_num_threads(previous)
     return Setup(target, query, calibration, ks, ema, query_conf, calibration_conf, thresholds)
 
@@ -147,7 +148,7 @@ def _check_against_offline(setup: Setup, metrics: dict, probs: np.ndarray, label
     np.testing.assert_allclose(c.confidence, setup.calibration_confidence, rtol=0, atol=0)
     target = Predictions(probs, labels)
 
-    ks_offline = KSAuditor.audit_predictions(target, q, c)
+    ks_offline = setup.ks.audit_predictions(KSReference.from_predictions(q, c), target)
     ratio = ks_calibrated_ratio(
         confidence(probs, labels), setup.query_confidence, setup.calibration_confidence
     )
@@ -155,7 +156,9 @@ def _check_against_offline(setup: Setup, metrics: dict, probs: np.ndarray, label
     assert metrics["rho_KS"] == pytest.approx(ratio.rho, rel=1e-12, abs=0)
 
     pvalue = ema_pvalue(ema_membership(probs, labels, setup.thresholds), setup.ema.test).pvalue
-    ema_offline = setup.ema.audit_predictions(target, members, nonmembers)
+    ema_offline = setup.ema.audit_predictions(
+        setup.ema.reference_from_predictions(members, nonmembers), target
+    )
     assert metrics["rho_EMA"] == pytest.approx(pvalue, rel=1e-12, abs=1e-300)
     assert metrics["rho_EMA"] == pytest.approx(ema_offline.statistic, rel=1e-12, abs=1e-300)
     # The evaluator really ran the target on D_Q: same outputs as the inference module.

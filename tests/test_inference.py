@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from monai_forget.cache import CacheEntryError
 from monai_forget.data import LabelledImages
 from monai_forget.inference import Predictions, predict
 from monai_forget.networks import SmallCNN
@@ -121,11 +122,16 @@ def test_progress_and_device_object() -> None:
     assert len(pred) == 5
 
 
-def test_corrupt_cache_is_recomputed(tmp_path: Path) -> None:
+def test_corrupt_cache_is_refused_then_recomputed_once_deleted(tmp_path: Path) -> None:
+    """A damaged entry never decides: it is refused, naming the files to delete; once
+    deleted the predictions are computed again, the same as before."""
     data, model = _data(), _Counting(_net())
     first = predict(model, data, cache_dir=tmp_path)
     (cache,) = (tmp_path / "predictions").glob("*.npz")
     cache.write_bytes(b"not a zip")
+    with pytest.raises(CacheEntryError, match=f"delete {cache}"):
+        predict(model, data, cache_dir=tmp_path)
+    cache.unlink()
     again = predict(model, data, cache_dir=tmp_path)
     assert model.calls == 2
     np.testing.assert_array_equal(first.probs, again.probs)

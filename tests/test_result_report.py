@@ -1,13 +1,14 @@
 """AuditResult JSON round trip, atomic non-clobbering saves, and the HTML report."""
 
 import base64
+import dataclasses
 import re
 
 import markupsafe
 import numpy as np
 import pytest
 
-from monai_forget.audit import AuditResult, KSAuditor, render_report, write_report
+from monai_forget.audit import AuditResult, KSAuditor, KSReference, render_report, write_report
 from monai_forget.inference import Predictions
 
 
@@ -17,12 +18,13 @@ def _ks_result(rho_inputs=(0.95, 0.9, 0.5)) -> AuditResult:
         Predictions(np.stack([1 - c, c], 1), np.ones(20, dtype=int))
         for c in (rng.uniform(lo, 1, 20) for lo in rho_inputs)
     ]
-    return KSAuditor.audit_predictions(*preds, label="provider <C>")
+    target, query_shadow, calibration_shadow = preds
+    reference = KSReference.from_predictions(query_shadow, calibration_shadow)
+    return KSAuditor().audit_predictions(reference, target, label="provider <C>")
 
 
 def test_json_round_trip_keeps_every_field(tmp_path):
-    result = _ks_result()
-    result.provenance = {"seed": 3, "models": {"target": "abc"}}
+    result = _ks_result().adding(provenance={"seed": 3, "models": {"target": "abc"}})
     path = result.save(tmp_path / "r.json")
     again = AuditResult.load(path)
     assert again.to_dict() == result.to_dict()
@@ -94,8 +96,7 @@ def _refmodel_result(shift: float, label: str, member_shift: float = 1.5) -> Aud
 
 def test_report_leads_with_one_verdict_per_scenario_decided_by_reference_models():
     remembered = _refmodel_result(1.5, "provider C")
-    papers_view = _ks_result()
-    papers_view.label = "provider C"
+    papers_view = dataclasses.replace(_ks_result(), label="provider C")
     unclear = _refmodel_result(0.0, "provider D", member_shift=0.2)  # too weak a signal
     html = render_report([papers_view, remembered, unclear], title="Audit")
     verdicts = html.split("<h2>All audits</h2>")[0]
@@ -125,9 +126,10 @@ def test_report_shows_long_values_whole():
     import json
 
     thresholds = [round(0.001 * k + 1e-7, 7) for k in range(300)]  # ~3000 characters
-    result = _ks_result()
-    result.details["thresholds"] = thresholds
-    result.provenance = {"argv": ["audit", "ks", "--label", "x" * 900 + "END"]}
+    result = _ks_result().adding(
+        details={"thresholds": thresholds},
+        provenance={"argv": ["audit", "ks", "--label", "x" * 900 + "END"]},
+    )
     html = render_report([result], title="Audit")
     assert len(json.dumps(thresholds)) > 2000
     # every value, at 4 significant digits (no 16-digit floats reach the reader)
@@ -154,8 +156,7 @@ def test_report_quotes_the_error_rates_of_the_matching_cell() -> None:
     assert 0.0 in shares and shares <= {0.0, 0.5, 1.0}
     html = render_report([remembered], title="Audit")
     assert str(markupsafe.escape(quoted["statement"])) in html
-    remembered.details["margin"] = 0.3
-    assert matching_error_rates(remembered)["statement"].startswith("no measured cell matches")
-    remembered.details["margin"] = 0.5
-    remembered.details["reference_design"] = "paired"
-    assert matching_error_rates(remembered)["statement"].startswith("no measured cell matches")
+    other_margin = remembered.adding(details={"margin": 0.3})
+    assert matching_error_rates(other_margin)["statement"].startswith("no measured cell matches")
+    paired = remembered.adding(details={"reference_design": "paired"})
+    assert matching_error_rates(paired)["statement"].startswith("no measured cell matches")

@@ -1,6 +1,12 @@
 """Withdrawal audits: has a trained model forgotten a withdrawn provider's data?"""
 
-from monai_forget.audit.auditors import Calibration, EMAAuditor, KSAuditor, ShadowAuditor
+from monai_forget.audit.auditors import (
+    Calibration,
+    EMAAuditor,
+    KSAuditor,
+    ShadowAuditor,
+    WithdrawalAuditor,
+)
 from monai_forget.audit.ema import (
     EMAReference,
     EMAThresholds,
@@ -34,6 +40,7 @@ __all__ = [
     "RefModelReference",
     "ReferenceModelAuditor",
     "ShadowAuditor",
+    "WithdrawalAuditor",
     "ema_decision",
     "ema_membership",
     "ema_pvalue",

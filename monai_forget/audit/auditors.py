@@ -1,14 +1,22 @@
 """The withdrawal auditors: they train reference (shadow) models with the target's recipe
 on data the auditor controls, learn a reference from them, and audit the target.
 
-Each auditor offers:
+Every auditor (these two and :class:`~monai_forget.audit.ReferenceModelAuditor`) follows
+one protocol (:class:`WithdrawalAuditor`):
 
-- ``fit_reference(...)``: what it learns before any target is seen (a
-  :class:`~monai_forget.audit.ks.KSReference` or
-  :class:`~monai_forget.audit.ema.EMAReference`); the evaluation-time metrics,
-  handlers and the bundles' ``reference.json`` are built from it;
-- ``audit(target, query, calibration)``: the whole flow, with provenance;
-- ``audit_predictions(...)``: the audit from model outputs computed elsewhere.
+- ``fit_reference(query, calibration, ...)``: what it learns before any target is seen
+  (a :class:`~monai_forget.audit.ks.KSReference`,
+  :class:`~monai_forget.audit.ema.EMAReference` or
+  :class:`~monai_forget.audit.refmodel_reference.RefModelReference`); the
+  evaluation-time metrics, handlers and the bundles' ``reference.json`` are built from
+  it;
+- ``audit(target, query, calibration, *, label)``: the whole flow, with provenance;
+- ``audit_predictions(reference, target, *, label)``: the audit of the target's outputs
+  computed elsewhere against a reference (fitted, loaded, or built from outputs:
+  ``KSReference.from_predictions``, :meth:`EMAAuditor.reference_from_predictions`).
+
+Each returns one frozen :class:`~monai_forget.audit.result.AuditResult`; both routes
+decide the same way on the same outputs.
 
 A calibration set may be given whole, or as a ``(members, non-members)`` pair when its
 samples are correlated within groups (the slices of one patient) and must be split by
@@ -19,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import torch
 from torch import nn
@@ -34,7 +42,14 @@ from monai_forget.inference import Predictions, predict
 from monai_forget.results import package_versions
 from monai_forget.shadow import Recipe, ShadowTrainer
 
-__all__ = ["Calibration", "EMAAuditor", "KSAuditor", "ShadowAuditor", "check_set_size"]
+__all__ = [
+    "Calibration",
+    "EMAAuditor",
+    "KSAuditor",
+    "ShadowAuditor",
+    "WithdrawalAuditor",
+    "check_set_size",
+]
 
 #: A calibration set D_C, or its (members, non-members) split given by the caller.
 Calibration = LabelledImages | tuple[LabelledImages, LabelledImages]
@@ -65,6 +80,21 @@ def _whole(calibration: Calibration) -> LabelledImages:
     return _check_split(*calibration) if isinstance(calibration, tuple) else calibration
 
 
+@runtime_checkable
+class WithdrawalAuditor(Protocol):
+    """What every withdrawal auditor offers (the module docstring)."""
+
+    def fit_reference(self, query: LabelledImages, calibration: Any, /) -> Any: ...
+
+    def audit(
+        self, target: nn.Module, query: LabelledImages, calibration: Any, /, *, label: str = ""
+    ) -> AuditResult: ...
+
+    def audit_predictions(
+        self, reference: Any, target: Any, /, *, label: str = ""
+    ) -> AuditResult: ...
+
+
 @dataclass
 class ShadowAuditor:
     """Common configuration of auditors that train shadow models from a recipe.
@@ -80,6 +110,8 @@ class ShadowAuditor:
     Attributes:
         reference_: what the last ``fit_reference`` or ``audit`` learned (scikit-learn's
             convention for fitted state), for the evaluation-time metrics.
+        cache_entries_: file -> SHA-256 of every cache entry (weights, predictions) the
+            last fit read or wrote; the provenance records them.
     """
 
     recipe: Recipe | None = None
@@ -89,8 +121,12 @@ class ShadowAuditor:
     batch_size: int = 256
     progress: bool = False
     reference_: Any = field(default=None, init=False, repr=False, compare=False)
+    cache_entries_: dict[str, str] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def _start(self, query: LabelledImages, calibration: LabelledImages) -> None:
+        self.cache_entries_ = {}
         check_set_size("query", query)
         check_set_size("calibration", calibration)
         check_disjoint(query, calibration)
@@ -100,13 +136,18 @@ class ShadowAuditor:
             raise ValueError(
                 "this audit trains shadow models: pass recipe=... (the target's design)"
             )
-        trainer = ShadowTrainer(
+        trainer = self._trainer()
+        model = trainer.train(data, seed=self.seed)
+        self.cache_entries_.update(trainer.cache_entries)
+        return model
+
+    def _trainer(self) -> ShadowTrainer:
+        return ShadowTrainer(
             self.recipe, device=self.device, cache_dir=self.cache_dir, progress=self.progress
         )
-        return trainer.train(data, seed=self.seed)
 
     def _predict(self, model: nn.Module, data: LabelledImages) -> Predictions:
-        return predict(
+        out = predict(
             model,
             data,
             batch_size=self.batch_size,
@@ -114,6 +155,9 @@ class ShadowAuditor:
             cache_dir=self.cache_dir,
             progress=self.progress,
         )
+        if out.cache_entry is not None:
+            self.cache_entries_[out.cache_entry[0]] = out.cache_entry[1]
+        return out
 
     def _options(self) -> dict[str, Any]:
         """The auditor's own settings (beyond the shared ones) for provenance."""
@@ -132,6 +176,8 @@ class ShadowAuditor:
             "seed": self.seed,
             "options": {**self._options(), **extra},
             "versions": package_versions(),
+            # the exact files that decided, when read from or written to a cache
+            "cache_entries": dict(sorted(self.cache_entries_.items())),
         }
 
 
@@ -174,22 +220,19 @@ class KSAuditor(ShadowAuditor):
         calibration = _whole(calibration)
         reference, shadows = self._fit(query, calibration)
         result = reference.audit(self._predict(target, query), label=label)
-        result.sizes["calibration"] = len(calibration)
-        result.provenance = self._provenance(
-            {"target": target, **shadows}, {"query": query, "calibration": calibration}
+        return result.adding(
+            sizes={"calibration": len(calibration)},
+            provenance=self._provenance(
+                {"target": target, **shadows}, {"query": query, "calibration": calibration}
+            ),
         )
-        return result
 
-    @staticmethod
     def audit_predictions(
-        target: Predictions,
-        query_shadow: Predictions,
-        calibration_shadow: Predictions,
-        *,
-        label: str = "",
+        self, reference: KSReference, target: Predictions, *, label: str = ""
     ) -> AuditResult:
-        """The audit from the three models' outputs on D_Q, computed beforehand."""
-        reference = KSReference.from_predictions(query_shadow, calibration_shadow)
+        """The audit of the target's outputs on D_Q against a reference (from
+        :meth:`fit_reference`, or ``KSReference.from_predictions(query_shadow,
+        calibration_shadow)`` on outputs computed beforehand)."""
         return reference.audit(target, label=label)
 
 
@@ -272,12 +315,20 @@ class EMAAuditor(ShadowAuditor):
         return self.reference_, model, (len(members), len(nonmembers))
 
     def fit_reference(
-        self, calibration: Calibration, target: nn.Module | None = None
+        self,
+        query: LabelledImages | None,
+        calibration: Calibration,
+        *,
+        target: nn.Module | None = None,
     ) -> EMAReference:
         """Step 1 calibration alone: the thresholds the evaluation-time metrics apply.
 
-        ``target`` is needed only with ``calibration_outputs="target"``.
+        Step 1 never looks at ``query``: it is only checked to share no sample with
+        ``calibration`` (``None`` when the thresholds serve queries not known yet, e.g.
+        a handler's). ``target`` is needed only with ``calibration_outputs="target"``.
         """
+        if query is not None:
+            self._start(query, _whole(calibration))
         return self._fit(calibration, target)[0]
 
     def reference_from_predictions(
@@ -305,36 +356,31 @@ class EMAAuditor(ShadowAuditor):
         """Has ``target`` forgotten ``query``? ``calibration`` must share no sample with it."""
         whole = _whole(calibration)
         self._start(query, whole)
-        reference, model, split_sizes = self._fit(calibration, target)
-        result = _with_split_sizes(
-            reference.audit(self._predict(target, query), label=label), *split_sizes
+        reference, model, _ = self._fit(calibration, target)
+        return self.audit_predictions(reference, self._predict(target, query), label=label).adding(
+            provenance=self._provenance(
+                {"target": target, "calibration_reference": model},
+                {"query": query, "calibration": whole},
+                **({"calibration_split": "given"} if isinstance(calibration, tuple) else {}),
+            )
         )
-        result.provenance = self._provenance(
-            {"target": target, "calibration_reference": model},
-            {"query": query, "calibration": whole},
-            **({"calibration_split": "given"} if isinstance(calibration, tuple) else {}),
-        )
-        return result
 
     def audit_predictions(
-        self,
-        target: Predictions,
-        members: Predictions,
-        nonmembers: Predictions,
-        *,
-        label: str = "",
+        self, reference: EMAReference, target: Predictions, *, label: str = ""
     ) -> AuditResult:
-        """The audit from outputs computed beforehand: the target's on D_Q and the
-        reference model's on the calibration members and non-members."""
-        reference = self.reference_from_predictions(members, nonmembers)
-        result = _with_split_sizes(
-            reference.audit(target, label=label), len(members), len(nonmembers)
+        """The audit of the target's outputs on D_Q against a reference (from
+        :meth:`fit_reference`, or :meth:`reference_from_predictions` on the reference
+        model's outputs on the calibration members and non-members)."""
+        return reference.audit(target, label=label).adding(
+            sizes=_split_sizes(reference), provenance={"options": self._options()}
         )
-        result.provenance = {"options": self._options()}
-        return result
 
 
-def _with_split_sizes(result: AuditResult, members: int, nonmembers: int) -> AuditResult:
-    result.sizes["calibration_members"] = members
-    result.sizes["calibration_nonmembers"] = nonmembers
-    return result
+def _split_sizes(reference: EMAReference) -> dict[str, int]:
+    """The calibration split's sizes, where the reference keeps its scores."""
+    return {
+        f"calibration_{role}": len(next(iter(scores.values())))
+        for role, scores in (("members", reference.member_scores),
+                             ("nonmembers", reference.nonmember_scores))
+        if scores
+    }  # fmt: skip

@@ -35,8 +35,9 @@ Decision (three-way, :func:`refmodel_decision`), at level ``alpha`` and margin `
   ``pi0`` (interval inclusion: at every true share >= ``pi0`` the chance of this is at
   most ``alpha``);
 - ``inconclusive``: neither, or the compared sets do not look alike to the reference
-  models (:func:`shift_check`); the sizes that would give "forgotten" its power are
-  reported (:func:`~monai_forget.audit.remembered_share.needed_sizes`).
+  models (:func:`~monai_forget.audit.shift_check.shift_check`); the sizes that would
+  give "forgotten" its power are reported
+  (:func:`~monai_forget.audit.remembered_share.needed_sizes`).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from monai_forget.audit.remembered_share import (
     share_bound,
 )
 from monai_forget.audit.result import FORGOTTEN, INCONCLUSIVE, NOT_FORGOTTEN
+from monai_forget.audit.shift_check import ShiftCheck
 from monai_forget.scores import check_probabilities
 
 __all__ = [
@@ -68,7 +70,6 @@ __all__ = [
     "SCORES",
     "MembershipCalibration",
     "SetTest",
-    "ShiftCheck",
     "auc",
     "calibrated_scores",
     "logit_confidence",
@@ -79,8 +80,6 @@ __all__ = [
     "refmodel_decision",
     "rmia_scores",
     "set_test",
-    "shift_check",
-    "shift_signal",
     "true_class_probability",
 ]
 
@@ -129,15 +128,6 @@ def membership_signal(score: str, probs: object, labels: object) -> np.ndarray:
     if score == "lira":
         return logit_confidence(probs, labels)
     raise ValueError(f"score must be one of {SCORES}, got {score!r}")
-
-
-def shift_signal(score: str, signal: np.ndarray) -> np.ndarray:
-    """What the shift check compares of one model's signal: the log true-class
-    probability for ``"rmia"`` (the mean of a probability hides how much harder a source
-    is: measured, the log caught other-site D_Q far more often), the logit-scaled
-    confidence itself for ``"lira"``."""
-    signal = np.asarray(signal, dtype=np.float64)
-    return np.log(np.maximum(signal, _TINY)) if score == "rmia" else signal
 
 
 def rmia_scores(
@@ -335,44 +325,6 @@ def set_test(
         power_remembered=detection_power(known, q.size, alpha),
         needed=needed_sizes(known, q.size, margin, alpha, PLANNING_POWER),
     )
-
-
-@dataclass(frozen=True)
-class ShiftCheck:
-    """Do the compared sets look alike to the reference models? (target-free)
-
-    The reference models never trained on D_Q, the known members or the known
-    non-members, so their outputs on the three sets must come from one distribution
-    when the audit's assumption holds: the known non-members are like D_Q, and the known
-    members like the non-members. Two-sample K-S tests of the reference models' mean
-    logit confidence check it; a shift (e.g. low-quality or other-site non-members) makes
-    any comparison of the target's outputs meaningless, so the audit answers
-    "inconclusive".
-
-    Attributes:
-        pvalue_query: D_Q vs known non-members.
-        pvalue_members: known members vs known non-members.
-        level: a p-value below it is a shift.
-    """
-
-    pvalue_query: float
-    pvalue_members: float
-    level: float
-
-    @property
-    def shifted(self) -> bool:
-        return min(self.pvalue_query, self.pvalue_members) < self.level
-
-
-def shift_check(
-    query_mu: np.ndarray, member_mu: np.ndarray, nonmember_mu: np.ndarray, level: float = 0.01
-) -> ShiftCheck:
-    """:class:`ShiftCheck` of the reference models' mean logit confidences."""
-
-    def pvalue(a: np.ndarray, b: np.ndarray) -> float:
-        return float(scipy.stats.ks_2samp(a, b, method="asymp").pvalue)
-
-    return ShiftCheck(pvalue(query_mu, nonmember_mu), pvalue(member_mu, nonmember_mu), level)
 
 
 def refmodel_decision(test: SetTest, alpha: float, shift: ShiftCheck | None = None) -> str:

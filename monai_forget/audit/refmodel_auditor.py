@@ -26,10 +26,10 @@ from monai_forget.audit.refmodel import (
     SCORES,
     membership_signal,
     pooled_sigma,
-    shift_signal,
 )
 from monai_forget.audit.refmodel_reference import RefModelReference, check_levels
 from monai_forget.audit.result import AuditResult
+from monai_forget.audit.shift_check import shift_features
 from monai_forget.data import DataOverlapError, LabelledImages, check_disjoint, concat
 from monai_forget.defaults import REFMODEL_ALPHA, REFMODEL_MARGIN
 
@@ -193,17 +193,16 @@ class ReferenceModelAuditor(ShadowAuditor):
 
     def reference_models(self, population: LabelledImages) -> list[nn.Module]:
         """Train (or read from the cache) every reference model, over worker processes."""
-        from monai_forget.shadow import ShadowTrainer
 
         if self.recipe is None:
             raise ValueError(
                 "this audit trains reference models: pass recipe=... (the target's design)"
             )
-        trainer = ShadowTrainer(
-            self.recipe, device=self.device, cache_dir=self.cache_dir, progress=self.progress
-        )
+        trainer = self._trainer()
         datasets, seeds = self.reference_sets(population)
-        return trainer.train_many(datasets, seeds, self.workers, progress=self.progress)
+        models = trainer.train_many(datasets, seeds, self.workers, progress=self.progress)
+        self.cache_entries_.update(trainer.cache_entries)
+        return models
 
     def _roles(
         self, query: LabelledImages, calibration: Any, population: LabelledImages | None
@@ -235,28 +234,27 @@ class ReferenceModelAuditor(ShadowAuditor):
     ) -> tuple[RefModelReference, dict[str, LabelledImages], LabelledImages]:
         roles, population = self._roles(query, calibration, population)
         self.roles_ = roles
+        self.cache_entries_ = {}
         scored = concat(*(roles[r] for r in ROLES))
-        phis, accuracies = [], []
+        phis, probs, accuracies = [], [], []
         models = self.reference_models(population)
         self.reference_models_ = models
         for model in models:
             out = self._predict(model, scored)
             phis.append(membership_signal(self.score, out.probs, out.labels))
+            probs.append(out.probs)
             nonmembers = self._predict(model, roles["nonmembers"])
             accuracies.append(float(np.mean(nonmembers.probs.argmax(1) == nonmembers.labels)))
         phi = np.stack(phis)
-        shift = shift_signal(self.score, phi)
         bounds = np.cumsum([0] + [len(roles[r]) for r in ROLES])
 
         def by_role(values: np.ndarray) -> dict[str, np.ndarray]:
-            return {
-                r: values[:, bounds[i] : bounds[i + 1]].mean(axis=0) for i, r in enumerate(ROLES)
-            }
+            return {r: values[bounds[i] : bounds[i + 1]] for i, r in enumerate(ROLES)}
 
         self.reference_ = RefModelReference(
             hashes={r: roles[r].sample_hashes for r in ROLES},
             labels={r: np.asarray(roles[r].labels) for r in ROLES},
-            reference_mean=by_role(phi),
+            reference_mean=by_role(phi.mean(axis=0)),
             sigma=pooled_sigma(phi),
             n_references=self.n_references,
             alpha=self.alpha,
@@ -264,7 +262,11 @@ class ReferenceModelAuditor(ShadowAuditor):
             reference_accuracy=float(np.mean(accuracies)),
             groups=self._groups(roles),
             score=self.score,
-            shift_mean=by_role(shift) if self.score == "rmia" else None,
+            shift_mean=(
+                by_role(shift_features(self.score, phi, np.stack(probs)))
+                if self.score == "rmia"
+                else None
+            ),
         )
         return self.reference_, roles, population
 
@@ -293,19 +295,19 @@ class ReferenceModelAuditor(ShadowAuditor):
             if role == "nonmembers":
                 accuracy = float(np.mean(out.probs.argmax(1) == out.labels))
         result = reference.audit(signal, label=label, target_accuracy=accuracy, seed=self.seed)
-        result.sizes["population"] = len(population)
-        result.details["group_pattern"] = self.group_pattern
         # every model that decided, by content (SHA-256 of its weights)
         references = {f"reference_{k}": m for k, m in enumerate(self.reference_models_)}
-        result.provenance = self._provenance(
-            {"target": target, **references},
-            {**roles, "population": population},
+        return result.adding(
+            sizes={"population": len(population)},
+            details={"group_pattern": self.group_pattern},
+            provenance=self._provenance(
+                {"target": target, **references}, {**roles, "population": population}
+            ),
         )
-        return result
 
     def audit_predictions(
-        self, reference: RefModelReference, target_signal: dict[str, np.ndarray], *, label: str = ""
+        self, reference: RefModelReference, target: dict[str, np.ndarray], *, label: str = ""
     ) -> AuditResult:
-        """The audit from the target's signal on each role (``reference.signal``), computed
-        elsewhere."""
-        return reference.audit(target_signal, label=label, seed=self.seed)
+        """The audit of the target's signal on each role (``reference.signal`` of its
+        outputs on ``roles_[role]``, in the reference's order), computed elsewhere."""
+        return reference.audit(target, label=label, seed=self.seed)

@@ -14,15 +14,14 @@ from monai_forget.audit.refmodel import (
     SCORES,
     MembershipCalibration,
     SetTest,
-    ShiftCheck,
     auc,
     membership_signal,
     refmodel_decision,
     rmia_scores,
     set_test,
-    shift_check,
 )
 from monai_forget.audit.result import FORGOTTEN, NOT_FORGOTTEN, AuditResult, share_text
+from monai_forget.audit.shift_check import ShiftCheck, shift_check
 from monai_forget.defaults import REFMODEL_ALPHA, REFMODEL_MARGIN
 
 __all__ = ["RefModelReference", "check_levels", "decision_reason", "refmodel_rule"]
@@ -56,9 +55,9 @@ class RefModelReference:
             group: slices of one patient are not independent, and a test that counts
             them as such overstates the evidence (too small p, too much power).
         score: the per-sample score (:data:`~monai_forget.audit.refmodel.SCORES`).
-        shift_mean: role -> (N,) mean over reference models of
-            :func:`~monai_forget.audit.refmodel.shift_signal`, what the shift check
-            compares (``None``: ``reference_mean``).
+        shift_mean: role -> (N,) or (N, F) what the shift check compares
+            (:func:`~monai_forget.audit.refmodel.shift_features`; ``None``:
+            ``reference_mean``).
     """
 
     hashes: dict[str, np.ndarray]
@@ -99,7 +98,9 @@ class RefModelReference:
     def shift(self) -> ShiftCheck:
         """Whether D_Q, the known members and non-members look alike to the references."""
         mu = self.units(self.shift_mean or self.reference_mean)
-        return shift_check(mu["query"], mu["members"], mu["nonmembers"])
+        # within labels where each unit is one labelled sample (a group mixes labels)
+        labels = None if self.groups is not None else tuple(self.labels[r] for r in ROLES)
+        return shift_check(mu["query"], mu["members"], mu["nonmembers"], labels=labels)
 
     def units(self, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Per-sample values of every role as the test's units: each group's mean with
@@ -109,7 +110,10 @@ class RefModelReference:
         out = {}
         for role in ROLES:
             _, index = np.unique(self.groups[role], return_inverse=True)
-            out[role] = np.bincount(index, weights=values[role]) / np.bincount(index)
+            one_hot = np.eye(index.max() + 1)[index]  # (N, groups)
+            out[role] = (one_hot.T @ values[role]) / one_hot.sum(axis=0).reshape(
+                (-1,) + (1,) * (values[role].ndim - 1)
+            )
         return out
 
     def to_dict(self) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -30,9 +30,13 @@ def share_text(value: float) -> str:
     return f"{min(max(value, 0.0), 1.0):.0%}"
 
 
-@dataclass
+@dataclass(frozen=True)
 class AuditResult(Result):
     """What an auditor concluded, with everything needed to check and reproduce it.
+
+    Frozen: an auditor builds it once; what a caller adds (the sizes of its own sets, an
+    audit trail) makes a new record (:meth:`adding`), and no field of a made decision
+    can be reassigned.
 
     Attributes:
         method: ``"ks"`` (Liu & Tsaftaris 2020), ``"ema"`` (Huang et al. 2021) or
@@ -65,6 +69,22 @@ class AuditResult(Result):
     def __post_init__(self) -> None:
         if self.decision not in DECISIONS:
             raise ValueError(f"decision must be one of {DECISIONS}, got {self.decision!r}")
+
+    def adding(
+        self,
+        *,
+        sizes: dict[str, int] | None = None,
+        details: dict[str, Any] | None = None,
+        provenance: dict[str, Any] | None = None,
+    ) -> AuditResult:
+        """A copy with entries merged into ``sizes``, ``details`` and ``provenance``; the
+        decision and its statistic are never changed."""
+        return replace(
+            self,
+            sizes={**self.sizes, **(sizes or {})},
+            details={**self.details, **(details or {})},
+            provenance={**self.provenance, **(provenance or {})},
+        )
 
     @property
     def forgotten(self) -> bool:

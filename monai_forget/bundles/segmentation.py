@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from monai_forget.cache import entry_hash, entry_lock, record_entry
 from monai_forget.io import atomic_write
 from monai_forget.segmentation import LabelledSlices
 
@@ -137,14 +138,24 @@ class BundleShadowTrainer:
 
         Returns:
             The ``.pt`` state dict written by the bundle's ``train.json``.
-        """
-        from monai.bundle import run
 
+        Raises:
+            CacheEntryError: the cached checkpoint is damaged or replaced.
+        """
         plain = [_plain(e) for e in entries]
         key = self.key(plain)
         ckpt = self.cache_dir / f"{key}.pt"
-        if ckpt.is_file():
-            return ckpt
+        with entry_lock(ckpt):
+            if ckpt.is_file():
+                entry_hash(ckpt)  # refuses a damaged or replaced checkpoint
+                return ckpt
+            self._run(plain, key, ckpt, name)
+            record_entry(ckpt)
+        return ckpt
+
+    def _run(self, plain: list[dict[str, Any]], key: str, ckpt: Path, name: str) -> None:
+        from monai.bundle import run
+
         datalist = self.cache_dir / f"{key}.json"
         with atomic_write(datalist, "w", overwrite=True) as handle:
             json.dump({"training": plain, "validation": self.validation_entries}, handle)
@@ -158,7 +169,6 @@ class BundleShadowTrainer:
             "train#validation": [],
         }
         run(config_file=self.config_files, **settings)
-        return ckpt
 
 
 def _plain(entry: Mapping[str, Any]) -> dict[str, Any]:

@@ -180,9 +180,14 @@ class SegmentationWithdrawalAudit:
         ks, ema, ks_ref, ema_ref = self.audit_score(scores, self.score, label)
         sizes = {k: len(v) for k, v in self.entries.items()}
         patients = {k: len({e["patient"] for e in v}) for k, v in self.entries.items()}
+        ks, ema = (
+            result.adding(
+                sizes={f"{k}_slices": n for k, n in sizes.items()},
+                details={"score": self.score, "patients": patients},
+            )
+            for result in (ks, ema)
+        )
         for result in (ks, ema):
-            result.sizes.update({f"{k}_slices": n for k, n in sizes.items()})
-            result.details.update({"score": self.score, "patients": patients})
             result.save(self.output_dir / f"{result.method}.json", overwrite=self.overwrite)
             print(result.summary())
         write_report(

@@ -228,17 +228,19 @@ class SegmentationReferenceAudit:
         label = f"provider {self.provider}" + (f", {self.scenario}" if self.scenario else "")
         result = reference.audit(target, label=label, seed=self.seed)
         patients = {role: len(reference.hashes[role]) for role in ROLES}
-        result.sizes.update({f"{role}_slices": len(self.data[role]) for role in ROLES})
-        result.sizes["reference_patients"] = len({e["patient"] for e in self.population})
-        result.details.update(
-            {
+        result = result.adding(
+            sizes={
+                **{f"{role}_slices": len(self.data[role]) for role in ROLES},
+                "reference_patients": len({e["patient"] for e in self.population}),
+            },
+            details={
                 "score": self.score,
                 "unit": "patient",
                 "patients": patients,
                 "reference_design": "paired",  # measured_error_rates' design
                 "references_per_patient": self.n_references // 2,
                 "scenario": self.scenario,
-            }
+            },
         )
         result.save(self.output_dir / "refmodel.json", overwrite=self.overwrite)
         write_json(

@@ -116,7 +116,8 @@ def glyph(char: str) -> np.ndarray:
     try:
         return GLYPHS[char]
     except KeyError:
+        # the character is not repeated: the text is usually a patient's name
         raise ValueError(
-            f"character {char!r} is not in the {TYPEFACE} typeface; "
+            f"the text has a character outside the {TYPEFACE} typeface; "
             f"supported: A-Z a-z 0-9 space and ^ , . - '"
         ) from None

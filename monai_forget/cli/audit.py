@@ -238,7 +238,7 @@ def run(args: argparse.Namespace) -> int:
         )
         check_labels_fit(target, {"query set D_Q": query, "calibration set D_C": calibration})
         result = auditor.audit(target, query, calibration, label=label)
-    result.provenance["audit_trail"] = _trail(args)
+    result = result.adding(provenance={"audit_trail": _trail(args)})
     result.save(result_path, overwrite=args.overwrite)
     write_report(result, report_path, overwrite=args.overwrite)
     if args.json:

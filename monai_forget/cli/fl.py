@@ -211,7 +211,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     except ImportError as err:  # pragma: no cover - depends on the install
         raise UserError("NVIDIA FLARE is not installed: pip install 'monai-forget[fl]'") from err
     from monai_forget.fl.job import WithdrawalError
-    from monai_forget.fl.poc import DeploymentError
+    from monai_forget.fl.poc import DeploymentError, check_ports_free
     from monai_forget.fl.run import (
         acdc_feature_federation,
         acdc_federation,
@@ -226,6 +226,11 @@ def run_simulate(args: argparse.Namespace) -> int:
         name: check_writable(out / name, args.overwrite)
         for name in ("results.json", "summary.md", "report.html")
     }
+    if args.backend == "poc":
+        try:
+            check_ports_free()  # before any data is read or model trained
+        except DeploymentError as err:
+            raise UserError(str(err)) from err
     generator = (
         {
             "iterations": args.iterations,

@@ -51,7 +51,7 @@ def read_info(path: str | Path) -> Info:
             continue
         key, sep, value = raw.partition(":")
         if not sep or not key.strip():
-            raise ValueError(f"{path}, line {number}: expected 'Key: value', got {raw!r}")
+            raise ValueError(f"{path}, line {number}: expected 'Key: value'")
         values[key.strip()] = value.strip()
     missing = [key for key in _INFO_FIELDS if not values.get(key)]
     if missing:
@@ -63,13 +63,13 @@ def read_info(path: str | Path) -> Info:
         except ValueError:
             value = math.nan
         if not math.isfinite(value):
-            raise ValueError(f"{path}: field {key} is {values[key]!r}, not a number")
+            raise ValueError(f"{path}: field {key} is not a number")
         return value
 
     def integer(key: str) -> int:
         value = number(key)
         if not value.is_integer():
-            raise ValueError(f"{path}: field {key} is {values[key]!r}, not a whole number")
+            raise ValueError(f"{path}: field {key} is not a whole number")
         return int(value)
 
     info = Info(

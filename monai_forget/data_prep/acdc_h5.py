@@ -45,7 +45,7 @@ def read_groups(path: str | Path) -> dict[str, str]:
     for line, row in read_csv_rows(path, ("patient", "group"), what="groups file"):
         where = f"groups file {path}, line {line}"
         if not PATIENT_RE.match(row["patient"]):
-            raise ValueError(f"{where}: patient {row['patient']!r} is not like patient001")
+            raise ValueError(f"{where}: the patient field is not like patient001")
         acdc_label(row["group"], where)
         groups[row["patient"]] = row["group"]
     return groups

@@ -38,7 +38,8 @@ def read_label_file(path: Path) -> list[tuple[int, dict[str, str]]]:
         match = _LINE_RE.match(raw.strip())
         if match is None:
             raise ValueError(
-                f"{path}, line {number}: expected 'patient_id filename label source', got {raw!r}"
+                f"{path}, line {number}: expected the four fields 'patient_id filename label "
+                f"source', got {len(raw.split())}"
             )
         rows.append((number, match.groupdict()))
     return rows
@@ -99,7 +100,7 @@ def collect(
         first = source_of.setdefault(patient, (source, where))
         if first[0] != source:
             raise ValueError(
-                f"{where}: patient {patient} has source {source!r} but {first[1]} gave "
+                f"{where}: its patient has source {source!r} but {first[1]} gave "
                 f"{first[0]!r}; one patient cannot come from two sources"
             )
         samples.append(

@@ -93,14 +93,12 @@ def collect(root: str | Path) -> list[dict[str, Any]]:
     for patient, record in sorted(labels.items()):
         path = images / f"{patient}.dcm"
         if not path.is_file():
-            raise FileNotFoundError(
-                f"{path} not found (patient {patient}, line {record['line']} of {LABELS})"
-            )
+            raise FileNotFoundError(f"{path} not found (line {record['line']} of {LABELS})")
         ds = read_header(path)
         if ds.get("PatientID", patient) != patient:
             raise ValueError(
-                f"{path}: PatientID {ds.PatientID!r} differs from its file name; "
-                "the file belongs to another patient"
+                f"{path}: its PatientID differs from its file name; the file belongs to "
+                "another patient"
             )
         samples.append(
             {

@@ -84,20 +84,20 @@ def read_site_map(path: str | Path) -> dict[str, str]:
 
 
 def _site_map_lines(path: str | Path) -> tuple[dict[str, str], dict[str, str]]:
-    """``{patient: site}`` and ``{patient: "PATIENT (FILE line N)"}`` of a site map (its
-    header has been checked, so the file is a site map and its ids can be shown)."""
+    """``{patient: site}`` and ``{patient: "FILE line N"}`` of a site map (messages name
+    the file and line, never the id)."""
     mapping: dict[str, str] = {}
     first_line: dict[str, int] = {}
     for line, row in read_csv_rows(path, ("patient", "site"), what="site map"):
         patient, site = row["patient"], row["site"]
         if patient in mapping and mapping[patient] != site:
             raise ValueError(
-                f"site map {path}, line {line}: patient {patient} is given site {site!r} "
-                f"but line {first_line[patient]} gave {mapping[patient]!r}; keep one row"
+                f"site map {path}, line {line}: its patient is given site {site!r} but line "
+                f"{first_line[patient]} gave {mapping[patient]!r}; keep one row"
             )
         mapping.setdefault(patient, site)
         first_line.setdefault(patient, line)
-    return mapping, {p: f"{p} ({path} line {n})" for p, n in first_line.items()}
+    return mapping, {p: f"{path} line {n}" for p, n in first_line.items()}
 
 
 @dataclass(frozen=True)

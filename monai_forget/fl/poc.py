@@ -4,23 +4,38 @@ FLARE's POC mode provisions a project (startup kits and certificates for a serve
 client per provider and an admin), starts each service as its own process on this
 machine, and takes the job through the admin API: the shape of a real multi-site
 deployment, on one machine.
+
+The deployment is shut down however the run ends: completed, failed, interrupted
+(SIGINT) or terminated (SIGTERM, SIGHUP): FLARE's own shutdown first, then any of its
+processes still running under the POC workspace are ended. Ports FLARE's POC listens on
+that are already taken are refused before anything starts.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import re
+import signal
+import socket
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from monai_forget.fl.spec import load_tensors
+from monai_forget.processes import processes_mentioning, stop_processes
 
-__all__ = ["DeploymentError", "clients_that_left", "poc_failure", "run_poc"]
+__all__ = ["DeploymentError", "check_ports_free", "clients_that_left", "poc_failure", "run_poc"]
 
 #: Seconds to wait for a POC job to finish.
 POC_TIMEOUT = 3600.0
+#: The ports FLARE's POC deployment listens on (``nvflare poc``: fed_learn_port and
+#: admin_port of its generated project), fixed by FLARE.
+POC_PORTS = {8002: "federated learning", 8003: "admin"}
 
 
 class DeploymentError(RuntimeError):
@@ -32,38 +47,109 @@ class DeploymentError(RuntimeError):
     """
 
 
+def check_ports_free(ports: dict[int, str] = POC_PORTS) -> None:
+    """Refuse to start when a port the deployment needs is already listened on.
+
+    Raises:
+        DeploymentError: naming the port and how to free it.
+    """
+    for port, role in ports.items():
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            # a port that only a closed connection still holds (TIME_WAIT) is free
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(("", port))
+            except OSError as err:
+                if err.errno != errno.EADDRINUSE:
+                    raise
+                raise DeploymentError(
+                    f"port {port} (FLARE's POC {role} port) is in use, so no deployment can "
+                    "start: another FLARE deployment is probably running on this machine. "
+                    "Stop it (`nvflare poc stop`, or end the process listening on "
+                    f"{port}: `ss -ltnp 'sport = :{port}'`) and run again; FLARE's POC mode "
+                    f"always uses ports {', '.join(map(str, ports))}"
+                ) from None
+
+
+@contextlib.contextmanager
+def _terminations_unwind() -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP raise ``SystemExit`` (128 + the signal, as
+    a shell reports it), so every ``finally`` runs, as SIGINT's KeyboardInterrupt does."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def unwind(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    wanted = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    previous = {sig: signal.signal(sig, unwind) for sig in wanted}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _shut_down(env: Any, poc: Path) -> None:
+    """FLARE's shutdown, then whatever of the deployment still runs; not interruptible."""
+    ignored = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGTERM, signal.SIGINT)} \
+        if threading.current_thread() is threading.main_thread() else {}  # fmt: skip
+    try:
+        with contextlib.suppress(Exception):  # a half-started deployment may not stop
+            env.stop(clean_up=False)
+        stop_processes(processes_mentioning(str(poc.resolve())))
+    finally:
+        for sig, handler in ignored.items():
+            signal.signal(sig, handler)
+
+
 def run_poc(recipe: Any, names: tuple[str, ...], workspace: Path) -> dict[str, torch.Tensor]:
     """The job on a FLARE POC deployment: provisioned, started (server and one process
-    per client), submitted and awaited through the admin API, then stopped; the POC
-    workspace (startup kits, every service's log) stays in ``workspace/poc``."""
+    per client), submitted and awaited through the admin API, then stopped however the
+    run ends (:func:`_shut_down`); the POC workspace (startup kits, every service's log)
+    stays in ``workspace/poc``.
+
+    Raises:
+        DeploymentError: a port the deployment needs is taken, or the job did not
+            complete.
+    """
     from nvflare.recipe import PocEnv
 
+    check_ports_free()
     poc = workspace / "poc"
     saved = os.environ.get("NVFLARE_POC_WORKSPACE")
     os.environ["NVFLARE_POC_WORKSPACE"] = str(poc)  # read by FLARE's POC tools
-    env = PocEnv(num_clients=len(names), clients=list(names))
     try:
-        run = recipe.execute(env)
-        result = run.get_result(timeout=POC_TIMEOUT, clean_up=False)
-        status = run.get_status()
-        ended = str(getattr(status, "value", status))
-        if "COMPLETED" not in ended:
-            raise DeploymentError(poc_failure(str(run.get_job_id()), ended, poc))
-        if not result:
-            raise RuntimeError(
-                f"the POC job {run.get_job_id()} gave no result (status {status}); see the "
-                f"server and client logs under {poc}"
-            )
-        found = sorted(Path(result).glob("**/FL_global_model.pt"))
-        if not found:
-            raise RuntimeError(f"the POC job saved no global model under {result} ({status})")
-        return load_tensors(found[0])
+        with _terminations_unwind():
+            env = PocEnv(num_clients=len(names), clients=list(names))
+            try:
+                return _run_job(recipe, env, poc)
+            finally:
+                _shut_down(env, poc)
     finally:
-        env.stop(clean_up=False)  # idempotent: every service is down when this returns
         if saved is None:
             os.environ.pop("NVFLARE_POC_WORKSPACE", None)
         else:
             os.environ["NVFLARE_POC_WORKSPACE"] = saved
+
+
+def _run_job(recipe: Any, env: Any, poc: Path) -> dict[str, torch.Tensor]:
+    run = recipe.execute(env)
+    result = run.get_result(timeout=POC_TIMEOUT, clean_up=False)
+    status = run.get_status()
+    ended = str(getattr(status, "value", status))
+    if "COMPLETED" not in ended:
+        raise DeploymentError(poc_failure(str(run.get_job_id()), ended, poc))
+    if not result:
+        raise RuntimeError(
+            f"the POC job {run.get_job_id()} gave no result (status {status}); see the "
+            f"server and client logs under {poc}"
+        )
+    found = sorted(Path(result).glob("**/FL_global_model.pt"))
+    if not found:
+        raise RuntimeError(f"the POC job saved no global model under {result} ({status})")
+    return load_tensors(found[0])
 
 
 def clients_that_left(server_log: str) -> list[str]:

@@ -112,8 +112,9 @@ class UniqueFeature:
         return int(self.mask.sum())
 
     def describe(self) -> str:
-        """A short human-readable description, e.g. ``text 'ANNA' (5x23 at (1, 1))``."""
-        what = f"text {self.text!r}" if self.text is not None else "mask"
+        """A short description, e.g. ``text of 4 characters (5x23 at (1, 1))``; never
+        the text (a patient's name)."""
+        what = f"text of {len(self.text)} characters" if self.text is not None else "mask"
         h, w = self.shape
         return f"{what} ({h}x{w} at {self.position}, value {self.value})"
 

@@ -144,7 +144,7 @@ class LeakScanResult(Result):
         for r in self.rows:
             if r.name == name:
                 return r.rank
-        raise KeyError(f"{name!r} was not scanned")
+        raise KeyError("that name was not scanned (the roster holds no such entry)")
 
     def summary(self, top: int = 10) -> str:
         """A plain-text table of the ``top`` best-ranked names."""

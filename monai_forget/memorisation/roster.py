@@ -114,7 +114,7 @@ def check_names(
         missing = unsupported_characters(n)
         if missing:
             raise ValueError(
-                f"{_where(names, i)} of the roster has character(s) {missing} outside the "
+                f"{_where(names, i)} of the roster has {len(missing)} character(s) outside the "
                 f"{TYPEFACE} typeface (A-Z a-z 0-9 space ^ , . - '); transliterate the "
                 "name or drop it"
             )

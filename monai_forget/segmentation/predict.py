@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from monai_forget.cache import entry_hash, entry_lock, write_entry
 from monai_forget.fingerprint import model_fingerprint
-from monai_forget.io import atomic_write
 from monai_forget.segmentation.scores import SCORE_NAMES, SegmentationScores, segmentation_scores
 
 __all__ = ["LabelledSlices", "score_model"]
@@ -95,18 +95,32 @@ def score_model(
     Raises:
         ValueError: the model's output does not cover the image (see
             :func:`segmentation_scores`).
+        CacheEntryError: the cached scores are damaged or replaced.
     """
-    from monai.inferers import sliding_window_inference
-
-    cache = None
-    if cache_dir is not None:
-        key = hashlib.sha256(
-            f"{model_fingerprint(model)}|{data.fingerprint()}|{tuple(roi_size)}".encode()
-        ).hexdigest()
-        cache = Path(cache_dir) / "segmentation_scores" / f"{key}.npz"
+    if cache_dir is None:
+        return _score_images(model, data, roi_size, device)
+    key = hashlib.sha256(
+        f"{model_fingerprint(model)}|{data.fingerprint()}|{tuple(roi_size)}".encode()
+    ).hexdigest()
+    cache = Path(cache_dir) / "segmentation_scores" / f"{key}.npz"
+    with entry_lock(cache):
         if cache.is_file():
+            entry_hash(cache)  # refuses a damaged or replaced entry
             with np.load(cache, allow_pickle=False) as npz:
                 return SegmentationScores({n: npz[n] for n in SCORE_NAMES}, data.ids, data.groups)
+        result = _score_images(model, data, roi_size, device)
+        write_entry(cache, lambda handle: np.savez(handle, **result.scores))
+    return result
+
+
+def _score_images(
+    model: torch.nn.Module,
+    data: LabelledSlices,
+    roi_size: Sequence[int],
+    device: str | torch.device,
+) -> SegmentationScores:
+    from monai.inferers import sliding_window_inference
+
     was_training = model.training
     model.to(device).eval()
     rows: dict[str, list[float]] = {n: [] for n in SCORE_NAMES}
@@ -120,8 +134,4 @@ def score_model(
                     rows[name].append(float(scores[name][0]))
     finally:
         model.train(was_training)
-    result = SegmentationScores({n: np.asarray(v) for n, v in rows.items()}, data.ids, data.groups)
-    if cache is not None:
-        with atomic_write(cache, "wb", overwrite=True) as handle:
-            np.savez(handle, **result.scores)
-    return result
+    return SegmentationScores({n: np.asarray(v) for n, v in rows.items()}, data.ids, data.groups)

@@ -4,13 +4,16 @@
 with a seed and caches the weights by (recipe identity, data fingerprint, seed) under
 ``cache_dir/shadow/<key>.pt``, so an audit never trains the same model twice, and
 models trained elsewhere into a shared cache (see :mod:`monai_forget.shadow.reference`)
-are only read.
+are only read. Each entry is read only if it still has the SHA-256 recorded when it was
+written, and trained under a lock, so two processes filling one cache never train the
+same model twice (:mod:`monai_forget.cache`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import pickle
 import sys
 import tempfile
 import time
@@ -20,9 +23,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from monai_forget.cache import CacheEntryError, entry_hash, entry_lock, write_entry
 from monai_forget.data import LabelledImages
 from monai_forget.fingerprint import data_fingerprint
-from monai_forget.io import atomic_write
 from monai_forget.shadow.parallel import plan_workers, train_in_pool
 from monai_forget.shadow.recipes import _PROGRESS, Recipe
 
@@ -64,6 +67,10 @@ class ShadowTrainer:
         threads: torch CPU threads while training (``None``: torch's current setting).
         progress: report each training on stderr (size, time) and show the iterations of
             MONAI-based recipes as a progress bar.
+
+    Attributes:
+        cache_entries: file -> SHA-256 of every cache entry this trainer read or wrote
+            (for an audit's provenance).
     """
 
     def __init__(
@@ -87,6 +94,7 @@ class ShadowTrainer:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.threads = threads
         self.progress = progress
+        self.cache_entries: dict[str, str] = {}
 
     def cache_path(self, data: LabelledImages, seed: int) -> Path | None:
         """Where the weights for (``data``, ``seed``) are cached, or ``None`` without a cache."""
@@ -100,16 +108,25 @@ class ShadowTrainer:
         return path is not None and path.exists()
 
     def train(self, data: LabelledImages, seed: int = 0) -> nn.Module:
-        """Return a model of the recipe trained on ``data`` with ``seed`` (in eval mode)."""
+        """Return a model of the recipe trained on ``data`` with ``seed`` (in eval mode).
+
+        Raises:
+            CacheEntryError: the cached entry is damaged, replaced, or holds no weights
+                of this recipe's network.
+        """
         if len(data) == 0:
             raise ValueError("cannot train a shadow model on an empty data set")
         path = self.cache_path(data, seed)
         devices = [self.device] if self.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices), torch_threads(self.threads):
+        with (
+            entry_lock(path) if path is not None else contextlib.nullcontext(),
+            torch.random.fork_rng(devices=devices),
+            torch_threads(self.threads),
+        ):
             torch.manual_seed(seed)
             model = self.recipe.build()
             if path is not None and path.exists():
-                model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+                self._load(model, path)
                 return model.to(self.device).eval()
             report = print if self.progress else lambda *a, **k: None
             report(f"shadow model: training on {len(data)} samples ...", file=sys.stderr)
@@ -119,10 +136,22 @@ class ShadowTrainer:
             finally:
                 _PROGRESS.reset(token)
             report(f"shadow model: trained in {time.perf_counter() - start:.0f} s", file=sys.stderr)
-        if path is not None:
-            with atomic_write(path, "wb", overwrite=True) as handle:
-                torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, handle)
+            if path is not None:
+                state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+                digest = write_entry(path, lambda handle: torch.save(state, handle))
+                self.cache_entries[str(path)] = digest
         return model.to(self.device).eval()
+
+    def _load(self, model: nn.Module, path: Path) -> None:
+        digest = entry_hash(path)  # refuses a damaged or replaced entry
+        try:
+            model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        except (pickle.UnpicklingError, RuntimeError, EOFError, KeyError, ValueError) as err:
+            raise CacheEntryError(
+                f"the cache entry {path} holds no weights of the recipe {self.recipe.name!r} "
+                f"({type(err).__name__}); delete it and its .sha256 to train it again"
+            ) from None
+        self.cache_entries[str(path)] = digest
 
     def train_many(
         self,
@@ -176,4 +205,7 @@ class ShadowTrainer:
                     todo.setdefault(path, (data, seed))
             workers, trainer.threads = plan_workers(len(todo), workers, self.threads, self.device)
             train_in_pool(trainer, list(todo.values()), workers, progress)
-            return [trainer.train(data, seed) for data, seed in jobs]
+            models = [trainer.train(data, seed) for data, seed in jobs]
+            if self.cache_dir is not None:  # a temporary cache's entries are gone after
+                self.cache_entries.update(trainer.cache_entries)
+            return models
