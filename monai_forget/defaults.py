@@ -27,6 +27,8 @@ MEMORISATION_TESTS: tuple[str, ...] = ("student", "welch", "paired", "wilcoxon")
 MEMORISATION_PAPER_TEST = "student"
 LEAK_SCAN_CORRECTIONS: tuple[str, ...] = ("bh", "bonferroni", "none")
 LEAK_SCAN_ALPHA = 0.05
+#: Level of the one-tailed test of one feature's memorisation (Hartley & Tsaftaris 2022).
+MEMORISATION_ALPHA = 0.05
 #: Random controls z_r: the paper's block-overwrite patch, equal-ink masks, random letters.
 MEMORISATION_RANDOM_FEATURES: tuple[str, ...] = ("patch", "ink", "text")
 #: Decoys of the calibrated test of one feature (smallest p 1/200); a scan draws enough
@@ -39,6 +41,8 @@ FORSAKEN_GENERATOR = MappingProxyType({"iterations": 20, "drift_weight": 0.03, "
 #: Models retrained without a withdrawn provider that a federated withdrawal's final
 #: model is compared with (``monai_forget.unlearning.retrain_reference``).
 RETRAINED_MODELS = 5
+#: Level of the comparison of a withdrawn model with the retrained ones.
+RETRAINED_ALPHA = 0.05
 
 #: ACDC datalists (``monai-forget prepare acdc-nifti|acdc-h5``): an entry per short-axis
 #: slice or per volume, and the NIfTI release's frames (ED and ES, or all of the 4D file).

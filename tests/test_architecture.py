@@ -5,6 +5,7 @@ command line's parser imports nothing heavy."""
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -176,3 +177,15 @@ def test_every_benchmark_script_compiles() -> None:
     in one must still fail here, not in the next person's long run."""
     for script in sorted((PACKAGE.parent / "benchmarks").glob("*.py")):
         compile(script.read_text(), str(script), "exec")  # raises SyntaxError
+
+
+def test_importing_the_package_never_chooses_a_plotting_backend() -> None:
+    """The user's matplotlib backend (here svg) survives importing every module that
+    draws: figures are made without switching backends."""
+    code = (
+        "import matplotlib, monai_forget.memorisation.report, monai_forget.audit.figures, "
+        "monai_forget.reporting; print(matplotlib.rcParams['backend'])"
+    )
+    env = {**os.environ, "MPLBACKEND": "svg"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == "svg", out.stderr

@@ -113,3 +113,11 @@ def test_cli_trains_jobs_by_index_into_the_cache_the_audit_reads(digits, tmp_pat
     assert main([*command, "--index", "3"]) == 0  # a re-run job finds its model
     assert "job 3: cached" in capsys.readouterr().out
     assert len(list((cache / "shadow").glob("*.pt"))) == 2
+    # a damaged entry (truncated by a full disk, say) ends in one line naming it
+    damaged = reader.cache_path(*reference_subset(digits, 3, 0.5, 7))
+    damaged.write_bytes(damaged.read_bytes()[:50])
+    assert main([*command, "--index", "3"]) == 2
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]  # after the (empty) progress bar
+    assert last.startswith("monai-forget: error: the cache entry") and f"delete {damaged}" in last
+    assert "Traceback" not in err

@@ -37,6 +37,7 @@ from monai_forget.audit.ema_fit import ThresholdBy, Variant, check_variant
 from monai_forget.audit.ks import KSReference
 from monai_forget.audit.result import AuditResult
 from monai_forget.data import DataOverlapError, LabelledImages, check_disjoint
+from monai_forget.defaults import EMA_ALPHA
 from monai_forget.fingerprint import data_fingerprint, model_fingerprint
 from monai_forget.inference import Predictions, predict
 from monai_forget.results import package_versions
@@ -261,7 +262,7 @@ class EMAAuditor(ShadowAuditor):
             the authors' code uses.
     """
 
-    alpha: float = 0.1
+    alpha: float = EMA_ALPHA
     metrics: tuple[str, ...] = PAPER_METRICS
     threshold_by: ThresholdBy = "label"
     test: TestName = "welch"

@@ -39,7 +39,7 @@ from monai_forget.audit.ema_fit import (
     fit_thresholds_from_scores,
 )
 from monai_forget.audit.result import FORGOTTEN, NOT_FORGOTTEN, AuditResult
-from monai_forget.defaults import EMA_METRICS
+from monai_forget.defaults import EMA_ALPHA, EMA_METRICS
 from monai_forget.inference import Predictions
 from monai_forget.scores import check_probabilities
 from monai_forget.stats import TTestResult, student_ttest, welch_ttest
@@ -130,7 +130,7 @@ class EMAReference:
     """
 
     thresholds: EMAThresholds
-    alpha: float = 0.1
+    alpha: float = EMA_ALPHA
     test: TestName = "welch"
     member_scores: Scores = field(default_factory=dict, repr=False)
     nonmember_scores: Scores = field(default_factory=dict, repr=False)
@@ -150,7 +150,7 @@ class EMAReference:
         metrics: tuple[str, ...] = PAPER_METRICS,
         threshold_by: ThresholdBy = "label",
         variant: Variant = "paper",
-        alpha: float = 0.1,
+        alpha: float = EMA_ALPHA,
         test: TestName = "welch",
     ) -> EMAReference:
         """Step 1 calibration from the reference model's outputs on the calibration

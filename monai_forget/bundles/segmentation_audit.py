@@ -31,6 +31,7 @@ from torch import nn
 from monai_forget.audit import AuditReference, AuditResult, EMAReference, KSReference, write_report
 from monai_forget.bundles.segmentation import BundleShadowTrainer, labelled_slices
 from monai_forget.bundles.weights import check_outputs, load_weights
+from monai_forget.defaults import EMA_ALPHA
 from monai_forget.results import jsonable, write_json
 from monai_forget.segmentation import SCORE_NAMES, SegmentationScores, score_model
 
@@ -86,7 +87,7 @@ class SegmentationWithdrawalAudit:
         provider: str,
         scenario: str = "",
         score: str = "foreground_confidence",
-        alpha: float = 0.1,
+        alpha: float = EMA_ALPHA,
         roi_size: Sequence[int] = (256, 256),
         device: Any = "cpu",
         cache_dir: str | os.PathLike | None = None,

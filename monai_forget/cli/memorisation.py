@@ -19,6 +19,7 @@ from monai_forget.cli.options import add_model_arguments, add_run_arguments, loa
 from monai_forget.defaults import (
     LEAK_SCAN_ALPHA,
     LEAK_SCAN_CORRECTIONS,
+    MEMORISATION_ALPHA,
     MEMORISATION_PAPER_TEST,
     MEMORISATION_RANDOM_FEATURES,
     MEMORISATION_SCORE_DECOYS,
@@ -128,7 +129,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     score.add_argument(
         "--alpha",
         type=float,
-        default=LEAK_SCAN_ALPHA,
+        default=MEMORISATION_ALPHA,
         help="significance level (default %(default)s)",
     )
     score.add_argument("--out", help="write the result as JSON to this file")

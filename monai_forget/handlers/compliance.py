@@ -8,7 +8,7 @@ from monai_forget.audit.ema import ema_decision, ema_rule
 from monai_forget.audit.ks import KS_RULE, ks_decision
 from monai_forget.audit.refmodel_reference import check_levels
 from monai_forget.audit.result import FORGOTTEN, INCONCLUSIVE, NOT_FORGOTTEN
-from monai_forget.defaults import REFMODEL_ALPHA, REFMODEL_MARGIN
+from monai_forget.defaults import EMA_ALPHA, REFMODEL_ALPHA, REFMODEL_MARGIN
 
 __all__ = ["ComplianceError", "ComplianceGate"]
 
@@ -59,7 +59,7 @@ class ComplianceGate:
         refmodel_metric: str | None = "p_member",
         ks_metric: str | None = None,
         ema_metric: str | None = None,
-        alpha: float = 0.1,
+        alpha: float = EMA_ALPHA,
         refmodel_alpha: float = REFMODEL_ALPHA,
         margin: float = REFMODEL_MARGIN,
     ) -> None:

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from monai_forget.canary.font import TYPEFACE
-from monai_forget.defaults import LEAK_SCAN_CORRECTIONS
+from monai_forget.defaults import LEAK_SCAN_ALPHA, LEAK_SCAN_CORRECTIONS
 from monai_forget.memorisation.decoys import decoy_template, decoy_test, draw_decoys, fresh_seed
 from monai_forget.memorisation.feature import (
     RandomFeature,
@@ -242,7 +242,7 @@ def leak_scan(
     decoy_seed: int | None = None,
     test: str = PAPER_TEST,
     correction: Correction = "bh",
-    alpha: float = 0.05,
+    alpha: float = LEAK_SCAN_ALPHA,
     random_feature: RandomFeature = "patch",
     seed: int = 0,
     batch_size: int = 1024,

@@ -8,11 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")  # reports are written on headless servers
-import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.figure import Figure
 
 from monai_forget.io import check_writable
 from monai_forget.memorisation.decoys import decoy_template
@@ -87,16 +84,17 @@ def measured_false_alarms(
     ]
 
 
-def scan_figure(result: LeakScanResult, top: int = 50) -> plt.Figure:
+def scan_figure(result: LeakScanResult, top: int = 50) -> Figure:
     """The decoys' M (the null, top panel, one histogram per kind of name) beside the
     roster's M in rank order (dots); behind each name its kind's middle 90 % of decoys
     and a tick at the largest decoy, which a name must pass to reach the smallest p."""
     rows = result.rows[:top]
     nulls = {n.template: n.m for n in result.nulls}
-    fig, (ax_null, ax) = plt.subplots(
-        2, 1, sharex=True, figsize=(6.5, 2.6 + 0.24 * len(rows)),
-        gridspec_kw={"height_ratios": [2.0, max(2.0, 0.24 * len(rows))]},
-    )  # fmt: skip
+    # a Figure without pyplot: no backend is chosen for the caller (headless or not)
+    fig = Figure(figsize=(6.5, 2.6 + 0.24 * len(rows)))
+    ax_null, ax = fig.subplots(
+        2, 1, sharex=True, gridspec_kw={"height_ratios": [2.0, max(2.0, 0.24 * len(rows))]}
+    )
     for template, m in nulls.items():
         ax_null.hist(m, bins=60, histtype="step", label=f"{len(m)} decoys like {template!r}")
     if nulls:

@@ -30,6 +30,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from monai_forget.defaults import MEMORISATION_ALPHA
 from monai_forget.memorisation.decoys import DecoyTest, decoy_test, feature_decoys, fresh_seed
 from monai_forget.memorisation.feature import (
     RandomFeature,
@@ -104,7 +105,7 @@ class MemorisationScore(Result):
         """Statistic of the primary test."""
         return self.tests[self.test].statistic
 
-    def significant(self, alpha: float = 0.05) -> bool:
+    def significant(self, alpha: float = MEMORISATION_ALPHA) -> bool:
         """Whether the primary test rejects "no memorisation" at level ``alpha``."""
         return self.pvalue < alpha
 

@@ -38,6 +38,7 @@ import torch
 from torch import nn
 
 from monai_forget.data import LabelledImages
+from monai_forget.defaults import RETRAINED_ALPHA
 from monai_forget.results import Result
 from monai_forget.unlearning.baselines import fedavg
 from monai_forget.unlearning.confidence import logit_confidences
@@ -93,7 +94,7 @@ def compare_with_retraining(
     retrained: Sequence[nn.Module] | np.ndarray,
     data: LabelledImages | None = None,
     *,
-    alpha: float = 0.05,
+    alpha: float = RETRAINED_ALPHA,
     device: str | torch.device = "cpu",
 ) -> RetrainComparison:
     """Compare ``model`` with ``retrained`` on the withdrawn ``data`` (module docstring).
