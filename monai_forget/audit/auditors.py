@@ -303,6 +303,7 @@ class EMAAuditor(ShadowAuditor):
     def _fit(
         self, calibration: Calibration, target: nn.Module | None
     ) -> tuple[EMAReference, nn.Module, tuple[int, int]]:
+        self.cache_entries_ = {}
         members, nonmembers = self._split(calibration)
         if self.calibration_outputs == "target":
             if target is None:

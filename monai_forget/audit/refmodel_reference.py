@@ -248,14 +248,14 @@ class RefModelReference:
         out = []
         if shift.pvalue_query < shift.level:
             out.append(
-                f"the known non-members do not look like D_Q to the reference models (K-S "
+                f"the known non-members do not look like D_Q to the reference models (shift check "
                 f"p = {shift.pvalue_query:.2g}): compare D_Q with held-out data of the same "
                 "source and quality; no decision is made"
             )
         if shift.pvalue_members < shift.level:
             out.append(
                 f"the known members and non-members do not look alike to the reference "
-                f"models (K-S p = {shift.pvalue_members:.2g}): one of them is of another "
+                f"models (shift check p = {shift.pvalue_members:.2g}): one of them is of another "
                 "source or quality (e.g. noisy or rotated images); no decision is made"
             )
         if self.n_references < 4:
@@ -316,7 +316,7 @@ def decision_reason(decision: str, test: SetTest, shift: ShiftCheck, alpha: floa
     if shift.shifted:
         return (
             "the reference models see D_Q, the known members and the known non-members as "
-            f"differently distributed (K-S p = {shift.pvalue_query:.2g} for D_Q, "
+            f"differently distributed (shift check p = {shift.pvalue_query:.2g} for D_Q, "
             f"{shift.pvalue_members:.2g} for the members): give known non-members from D_Q's "
             "own source (site, scanner, split)"
         )
