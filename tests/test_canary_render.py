@@ -67,8 +67,8 @@ def test_mask_geometry_property(text, scale):
     ("text", "scale", "message"),
     [
         ("", 1, "at least one character"),
-        ("Zoë", 1, "not in the"),
-        ("A_B", 1, "'_'"),
+        ("Zoë", 1, "a character outside the"),
+        ("A_B", 1, "a character outside the"),
         ("AB", 0, "positive integer"),
         ("AB", 1.5, "positive integer"),
     ],

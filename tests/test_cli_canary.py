@@ -111,7 +111,7 @@ def test_folder_all_and_dry_run(tmp_path, capsys):
     ("args", "message"),
     [
         (["--text", "A", "--position", "200", "0"], "image is 128x128"),
-        (["--text", "A_"], "not in the"),
+        (["--text", "A_"], "a character outside the"),
         (["--text", "A", "--all"], "folder inputs only"),
     ],
 )

@@ -108,7 +108,11 @@ def test_bad_frames_and_characters(tmp_path):
         real_file("SC_rgb_rle_2frame.dcm"), tmp_path / "o1", "frames \\[2\\]", text="A", frames=(2,)
     )
     refuse(
-        real_file("CT_small.dcm"), tmp_path / "o2", "'_' is not in", error=ValueError, text="A_B"
+        real_file("CT_small.dcm"),
+        tmp_path / "o2",
+        "a character outside the monai-forget-5x5 typeface",
+        error=ValueError,
+        text="A_B",
     )
 
 
