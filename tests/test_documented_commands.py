@@ -16,6 +16,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +27,9 @@ import pytest
 import torch
 from commands import REPO, check, commands_in, documented_commands, environment, run_line
 from test_demo import DEMO_COMMAND
+
+from monai_forget.fl.poc import check_ports_free
+from monai_forget.processes import processes_mentioning
 
 # --- what runs where ------------------------------------------------------------------
 
@@ -368,19 +375,6 @@ def test_federated_commands(command: str, shared_data: Path, tmp_path: Path) -> 
     assert audits["after/site-2/refmodel"]["decision"] in summary
 
 
-def _processes_mentioning(text: str) -> list[str]:
-    """Command lines of running processes that contain ``text``."""
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            line = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in line:
-            found.append(line)
-    return found
-
-
 @pytest.mark.fl
 @pytest.mark.slow
 def test_federated_poc_deployment(shared_data: Path, tmp_path: Path) -> None:
@@ -398,6 +392,34 @@ def test_federated_poc_deployment(shared_data: Path, tmp_path: Path) -> None:
     kits = {p.name for p in poc.glob("*/prod_00/*")}
     assert {"server", "site-1", "site-2", "site-3", "admin@nvidia.com"} <= kits, kits
     assert any(poc.glob("*/prod_00/server/startup/*.crt")), "no provisioned certificates"
-    assert not _processes_mentioning(str(poc)), "POC services still running"
+    assert not processes_mentioning(str(poc)), "POC services still running"
     assert "FINISHED:COMPLETED" in (out / "workspace" / "simulator.log").read_text()
     assert (out / "report.html").is_file(), result.stdout
+
+
+@pytest.mark.fl
+@pytest.mark.slow
+def test_a_terminated_poc_leaves_no_service_or_port(shared_data: Path, tmp_path: Path) -> None:
+    """``fl poc`` killed with SIGTERM once its services run: it exits 143 and no FLARE
+    process or listening POC port remains (beside the other POC test: one xdist worker
+    runs a file, so the two deployments never contend for FLARE's fixed ports)."""
+    pytest.importorskip("nvflare", reason="NVIDIA FLARE is not installed")
+    out = tmp_path / "fl-poc"
+    command = [sys.executable, "-m", "monai_forget", "fl", "poc", "--out", str(out),
+               "--clients", "3", "--rounds", "2", "--withdraw-round", "1", "--local-steps",
+               "5", "--iterations", "2"]  # fmt: skip
+    run = subprocess.Popen(command, env=environment(shared_data), stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True)  # fmt: skip
+    poc = out / "workspace" / "poc"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and run.poll() is None:
+        if len(processes_mentioning(str(poc.resolve()))) >= 2:  # the server and a client
+            break
+        time.sleep(1)
+    assert run.poll() is None, f"the POC ended before its services ran: {run.stderr.read()}"
+    time.sleep(5)
+    run.send_signal(signal.SIGTERM)
+    assert run.wait(timeout=180) == 128 + signal.SIGTERM
+    assert processes_mentioning(str(poc.resolve())) == []
+    check_ports_free()  # raises if a POC port is still listened on
+    assert not (out / "results.json").exists()  # nothing half-written

@@ -19,6 +19,7 @@ import os
 import re
 import signal
 import socket
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,12 +48,14 @@ class DeploymentError(RuntimeError):
     """
 
 
-def check_ports_free(ports: dict[int, str] = POC_PORTS) -> None:
-    """Refuse to start when a port the deployment needs is already listened on.
+def check_ports_free(ports: dict[int, str] | None = None) -> None:
+    """Refuse to start when a port the deployment needs (default :data:`POC_PORTS`) is
+    already listened on.
 
     Raises:
         DeploymentError: naming the port and how to free it.
     """
+    ports = POC_PORTS if ports is None else ports
     for port, role in ports.items():
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
             # a port that only a closed connection still holds (TIME_WAIT) is free
@@ -71,16 +74,20 @@ def check_ports_free(ports: dict[int, str] = POC_PORTS) -> None:
                 ) from None
 
 
+class Terminated(SystemExit):
+    """SIGTERM or SIGHUP arrived; the code is 128 + the signal, as a shell reports it."""
+
+
 @contextlib.contextmanager
 def _terminations_unwind() -> Iterator[None]:
-    """Within the block, SIGTERM and SIGHUP raise ``SystemExit`` (128 + the signal, as
-    a shell reports it), so every ``finally`` runs, as SIGINT's KeyboardInterrupt does."""
+    """Within the block, SIGTERM and SIGHUP raise :class:`Terminated`, so every
+    ``finally`` runs, as SIGINT's KeyboardInterrupt does."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def unwind(signum: int, _frame: object) -> None:
-        raise SystemExit(128 + signum)
+        raise Terminated(128 + signum)
 
     wanted = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
     previous = {sig: signal.signal(sig, unwind) for sig in wanted}
@@ -127,6 +134,12 @@ def run_poc(recipe: Any, names: tuple[str, ...], workspace: Path) -> dict[str, t
                 return _run_job(recipe, env, poc)
             finally:
                 _shut_down(env, poc)
+    except Terminated as stop:
+        # The deployment is down. The process must end now: FLARE's admin connection
+        # leaves non-daemon threads that would keep it alive at exit (measured: forever).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(int(stop.code))
     finally:
         if saved is None:
             os.environ.pop("NVFLARE_POC_WORKSPACE", None)
