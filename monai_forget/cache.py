@@ -14,7 +14,6 @@ The hashes of the entries an audit read or wrote go into its provenance
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,31 +21,20 @@ from typing import IO
 
 from filelock import FileLock
 
+from monai_forget.fingerprint import file_sha256
 from monai_forget.io import atomic_write
 
 __all__ = [
     "CacheEntryError",
     "entry_hash",
     "entry_lock",
-    "file_sha256",
     "record_entry",
     "write_entry",
 ]
 
-_CHUNK = 1 << 20
-
 
 class CacheEntryError(ValueError):
     """A cache entry that cannot be trusted (no recorded hash, or another content)."""
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    """SHA-256 of a file's bytes, as 64 hex digits."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _record(path: Path) -> Path:

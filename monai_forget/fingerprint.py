@@ -12,6 +12,7 @@ them, so :func:`sample_hashes` and :func:`data_fingerprint` return the cached va
 from __future__ import annotations
 
 import hashlib
+import os
 from typing import Protocol
 
 import numpy as np
@@ -19,6 +20,7 @@ import torch
 
 __all__ = [
     "data_fingerprint",
+    "file_sha256",
     "hashes_fingerprint",
     "image_hashes",
     "model_fingerprint",
@@ -134,3 +136,12 @@ def _update_tensor(h: hashlib._Hash, name: str, tensor: torch.Tensor) -> None:
     h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
     # uint8 view gives raw bytes for every dtype, bfloat16 included (numpy lacks it).
     h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """SHA-256 of a file's bytes, as 64 hex digits."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -251,10 +251,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _trail(args: argparse.Namespace) -> dict:
     """Who audited what: the command line and the model file's SHA-256."""
-    import hashlib
     from datetime import datetime, timezone
 
-    digest = hashlib.sha256(Path(args.model).read_bytes()).hexdigest()
+    from monai_forget.fingerprint import file_sha256
+
+    digest = file_sha256(args.model)
     return {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command_line": ["monai-forget", *getattr(args, "argv", sys.argv[1:])],

@@ -100,8 +100,11 @@ def _terminations_unwind() -> Iterator[None]:
 
 def _shut_down(env: Any, poc: Path) -> None:
     """FLARE's shutdown, then whatever of the deployment still runs; not interruptible."""
-    ignored = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGTERM, signal.SIGINT)} \
-        if threading.current_thread() is threading.main_thread() else {}  # fmt: skip
+    ignored = {}
+    if threading.current_thread() is threading.main_thread():  # handlers live there only
+        ignored = {
+            sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGTERM, signal.SIGINT)
+        }
     try:
         with contextlib.suppress(Exception):  # a half-started deployment may not stop
             env.stop(clean_up=False)
