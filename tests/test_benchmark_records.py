@@ -67,3 +67,39 @@ def test_a_missed_false_alarm_target_carries_its_exact_binomial_test():
     assert module.false_alarm_mark(flags(3, 20)).endswith("p = 0.075)")
     assert module.false_alarm_mark(flags(3, 40)).startswith("**missed**")
     assert module.false_alarm_mark([]) == "-", "no null draws yet is neither met nor missed"
+
+
+def test_the_packaged_error_rates_are_the_committed_benchmark_tables():
+    """Every reference-model cell the reports quote (``measured_error_rates.json``, at
+    margin 0.5) has the same "not forgotten", "forgotten" and "inconclusive" rates as the
+    row of the committed results file that produced it: a hand edit of either, or a
+    results file rerun without ``--error-rates`` (or the reverse), fails."""
+    import json
+
+    rates = json.loads((REPO / "monai_forget" / "audit" / "measured_error_rates.json").read_text())
+    tables = {
+        "population": (REPO / "benchmarks" / "results" / "audit_calibration.md").read_text(),
+        "paired": (REPO / "benchmarks" / "results" / "acdc_audit_calibration.md").read_text(),
+    }
+    checked = {"population": 0, "paired": 0}
+    for cell in rates["cells"]:
+        if cell["auditor"] != "refmodel" or cell["margin"] != 0.5:
+            continue
+        design = cell["design"]
+        lead = ([cell["source"]] if design == "population" else []) + [
+            f"{cell['share']:g}",
+            str(cell["size"]),
+            str(cell["draws"]),
+        ]
+        key = f"| {' | '.join(lead)} | "
+        rows = [line for line in tables[design].splitlines() if line.startswith(key)]
+        if design == "population":  # one table per data set, in the order of the JSON
+            rows = [r for r in rows if cell["not_forgotten"] in r and cell["forgotten"] in r]
+        assert rows, f"no row {key!r} in the {design} results for {cell['dataset']}"
+        columns = rows[0][len(key) :].split(" | ")[:3]
+        for column, decision in zip(
+            columns, ("not_forgotten", "forgotten", "inconclusive"), strict=True
+        ):
+            assert column.startswith(cell[decision]), (key, decision, column, cell[decision])
+        checked[design] += 1
+    assert checked["population"] >= 2 * 35 and checked["paired"] >= 10, checked

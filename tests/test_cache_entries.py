@@ -152,3 +152,27 @@ def test_the_provenance_names_every_cache_file_that_decided(digits, tmp_path):
     assert sorted(Path(p) for p in entries) == on_disk
     assert len(on_disk) == 5  # two shadow models; three models' predictions on D_Q
     assert all(entries[str(p)] == _sha256(p) for p in on_disk)
+
+
+def test_a_bundle_training_that_fails_after_saving_leaves_no_entry(tmp_path, monkeypatch):
+    from monai_forget.bundles.segmentation import BundleShadowTrainer
+
+    config = tmp_path / "train.json"
+    config.write_text("{}")
+    trainer = BundleShadowTrainer([str(config)], cache_dir=tmp_path / "cache")
+    entries = [{"patient": "patient001", "image": "a.h5"}]
+    calls = []
+
+    def saves_then_fails(plain, key, ckpt, name):
+        torch.save({"w": torch.zeros(1)}, ckpt)  # the bundle saved its weights ...
+        calls.append(ckpt)
+        if len(calls) == 1:
+            raise RuntimeError("... then its training summary failed")
+
+    monkeypatch.setattr(BundleShadowTrainer, "_run", lambda self, *a: saves_then_fails(*a))
+    with pytest.raises(RuntimeError, match="summary failed"):
+        trainer.train(entries)
+    assert not calls[0].exists()  # no unrecorded entry left to be refused next time
+    path = trainer.train(entries)  # trains again, records the entry
+    assert path == calls[0] and len(calls) == 2
+    assert trainer.train(entries) == path and len(calls) == 2  # now read from the cache

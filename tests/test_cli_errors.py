@@ -296,3 +296,32 @@ def test_code_recipes_need_trust(files: Path, tmp_path: Path, capsys) -> None:
         main(["audit", "ks", "--help"])
     assert "data-only recipe .json" in help_text.getvalue()
     assert "trust it as you would a script" in " ".join(help_text.getvalue().split())
+
+
+# --- issue 34 item 6: prepare never writes inside its input --------------------------
+
+
+@pytest.mark.parametrize("layout", ["acdc-nifti", "acdc-h5", "kermany", "covidx", "rsna"])
+def test_prepare_refuses_to_write_inside_its_input_release(layout, tmp_path, capsys) -> None:
+    release = tmp_path / "release"
+    (release / "data").mkdir(parents=True)
+    before = sorted(p.name for p in release.rglob("*"))
+    for output in (release / "list.json", release / "data" / "sub" / "list.json"):
+        line = one_line_error(capsys, ["prepare", layout, str(release), "-o", str(output)])
+        assert "inside the input release" in line and "write the datalist" in line, line
+    # beside the release is fine as far as this check goes (the empty release fails later)
+    line = one_line_error(capsys, ["prepare", layout, str(release), "-o", str(tmp_path / "x.json")])
+    assert "inside the input release" not in line
+    assert sorted(p.name for p in release.rglob("*")) == before
+
+
+def test_prepare_medmnist_refuses_its_input_as_output(tmp_path, capsys) -> None:
+    npz = tmp_path / "tiny.npz"
+    np.savez(npz, **{f"{s}_{k}": np.zeros((2, 28, 28) if k == "images" else (2, 1), np.uint8)
+                     for s in ("train", "val", "test") for k in ("images", "labels")})  # fmt: skip
+    data = npz.read_bytes()
+    png = str(tmp_path / "png")
+    command = ["prepare", "medmnist", str(npz), "--image-dir", png, "-o", str(npz), "--overwrite"]
+    line = one_line_error(capsys, command)
+    assert "is the input" in line
+    assert npz.read_bytes() == data and not (tmp_path / "png").exists()

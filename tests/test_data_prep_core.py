@@ -247,7 +247,8 @@ def test_datalist_refuses_empty_data(tmp_path):
 def test_prepare_is_wired_into_the_dispatcher(tmp_path, capsys):
     from monai_forget.cli import main
 
-    code = main(["prepare", "rsna", str(tmp_path), "-o", str(tmp_path / "d.json")])
+    (tmp_path / "release").mkdir()
+    code = main(["prepare", "rsna", str(tmp_path / "release"), "-o", str(tmp_path / "d.json")])
     err = capsys.readouterr().err
     assert code == 2
     assert "stage_2_train_images not found" in err and len(err.strip().splitlines()) == 1

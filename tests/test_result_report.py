@@ -158,5 +158,28 @@ def test_report_quotes_the_error_rates_of_the_matching_cell() -> None:
     assert str(markupsafe.escape(quoted["statement"])) in html
     other_margin = remembered.adding(details={"margin": 0.3})
     assert matching_error_rates(other_margin)["statement"].startswith("no measured cell matches")
-    paired = remembered.adding(details={"reference_design": "paired"})
-    assert matching_error_rates(paired)["statement"].startswith("no measured cell matches")
+    unknown = remembered.adding(details={"reference_design": "never measured"})
+    assert matching_error_rates(unknown)["statement"].startswith("no measured cell matches")
+    # the segmentation audit's paired design quotes its own benchmark's cells (ACDC)
+    paired = matching_error_rates(remembered.adding(details={"reference_design": "paired"}))
+    assert paired["rows"] and all(r["dataset"].startswith("ACDC") for r in paired["rows"])
+
+
+def test_a_measured_error_above_alpha_is_flagged(monkeypatch) -> None:
+    """Where the matching cell's measured error exceeds the audit's alpha, the quoted
+    statement says the error is not controlled there; at or below alpha it does not."""
+    from monai_forget.audit import report
+
+    remembered = _refmodel_result(1.5, "provider C")
+    assert remembered.details["alpha"] == 0.05
+
+    def cells(rate: str) -> list[dict]:
+        return [{"auditor": "refmodel", "design": "population", "dataset": "X",
+                 "source": "same", "share": 0.0, "size": 50, "margin": 0.5, "trainings": 5,
+                 "not_forgotten": rate, "forgotten": "0.000 [0.000, 0.010]"}]  # fmt: skip
+
+    monkeypatch.setattr(report, "_cells", lambda: cells("0.080 [0.060, 0.100]"))
+    flagged = report.matching_error_rates(remembered)["statement"]
+    assert "at most 0.080 [0.060, 0.100]" in flagged and "ABOVE the audit's alpha 0.05" in flagged
+    monkeypatch.setattr(report, "_cells", lambda: cells("0.050 [0.030, 0.070]"))
+    assert "ABOVE" not in report.matching_error_rates(remembered)["statement"]

@@ -351,8 +351,8 @@ def test_reference_model_audit_of_a_provider(scenario: dict, folder: str) -> Non
     logits differ from the reference models' by about 1e-3, and one seeded draw of a
     test at alpha 0.05 may be a false alarm (with the paired reference models it was:
     p 0.0068 on 10 + 10 + 10 patients). The false-alarm rates are measured over many
-    draws on real data in benchmarks/results/acdc_pipeline.md and
-    audit_calibration_paired.md."""
+    draws on real data in benchmarks/results/acdc_pipeline.md and over trainings in
+    acdc_audit_calibration.md."""
     from monai_forget.audit import RefModelReference
 
     out = scenario["seg"] / "audit" / folder

@@ -28,6 +28,7 @@ from monai_forget.audit.result import (
     AuditResult,
     share_text,
 )
+from monai_forget.defaults import REFMODEL_ALPHA
 from monai_forget.reporting import figure_png, render_html, write_html
 from monai_forget.results import to_json
 
@@ -81,6 +82,7 @@ def matching_error_rates(result: AuditResult) -> dict[str, Any]:
     details = result.details
     design = details.get("reference_design", "population")
     margin = float(details.get("margin", float("nan")))
+    alpha = float(details.get("alpha", REFMODEL_ALPHA))
     size = int(details.get("units", result.sizes).get("query", 0))
     rows = [
         r
@@ -119,6 +121,11 @@ def matching_error_rates(result: AuditResult) -> dict[str, Any]:
             parts.append(
                 f"false {what} at most {worst[kind]} ({dataset}, {SOURCES.get(source, source)}, "
                 f"|D_Q| {nearest}, {worst['trainings']} trainings)"
+                + (
+                    f", ABOVE the audit's alpha {alpha:g}: this error is not controlled there"
+                    if float(worst[kind].split()[0]) > alpha
+                    else ""
+                )
             )
             wrong += mine
     measured = sorted({r["size"] for r in at_margin})

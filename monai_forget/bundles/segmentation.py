@@ -149,7 +149,13 @@ class BundleShadowTrainer:
             if ckpt.is_file():
                 entry_hash(ckpt)  # refuses a damaged or replaced checkpoint
                 return ckpt
-            self._run(plain, key, ckpt, name)
+            try:
+                self._run(plain, key, ckpt, name)
+            except BaseException:
+                # the bundle may have saved the weights before a later step failed: an
+                # unrecorded entry would be refused next time, so none is left
+                ckpt.unlink(missing_ok=True)
+                raise
             record_entry(ckpt)
         return ckpt
 

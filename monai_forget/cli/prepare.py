@@ -62,6 +62,23 @@ def _common(parser: argparse.ArgumentParser, split_default: str, split_keyword: 
     )
 
 
+def _check_output(args: argparse.Namespace) -> None:
+    """Refuse an output that would replace a file or land inside the input release:
+    ``prepare`` only reads its sources."""
+    check_writable(args.output, args.overwrite)
+    output = args.output.resolve()
+    written = [output, *([args.image_dir.resolve()] if getattr(args, "image_dir", None) else [])]
+    source = getattr(args, "root", None)
+    if source is not None and any(source.resolve() in w.parents for w in written):
+        raise ValueError(
+            f"the output would be written inside the input release {source}; prepare only "
+            "reads its sources: write the datalist (and any exported images) elsewhere"
+        )
+    npz = getattr(args, "npz", None)
+    if npz is not None and npz.resolve() in written:
+        raise ValueError(f"the output {args.output} is the input {npz}; write it elsewhere")
+
+
 def _site_spec(args: argparse.Namespace) -> SiteSpec:
     from monai_forget.data_prep.sites import SiteSpec, parse_provider
 
@@ -138,7 +155,7 @@ def _finish(
 def _acdc_nifti(args: argparse.Namespace) -> int:
     from monai_forget.data_prep import acdc_nifti
 
-    check_writable(args.output, args.overwrite)
+    _check_output(args)
     samples = acdc_nifti.collect(args.root, frames=args.frames, level=args.level)
     return _finish(
         args,
@@ -159,7 +176,7 @@ def _acdc_nifti(args: argparse.Namespace) -> int:
 def _acdc_h5(args: argparse.Namespace) -> int:
     from monai_forget.data_prep import acdc_h5
 
-    check_writable(args.output, args.overwrite)
+    _check_output(args)
     samples, skipped = acdc_h5.collect(args.root, level=args.level, groups_csv=args.groups)
     if args.split == "release":
         samples = acdc_h5.release_split(args.root, samples)
@@ -184,7 +201,7 @@ def _acdc_h5(args: argparse.Namespace) -> int:
 def _medmnist(args: argparse.Namespace) -> int:
     from monai_forget.data_prep import medmnist
 
-    check_writable(args.output, args.overwrite)
+    _check_output(args)
     medmnist.check_image_dir(args.image_dir, args.overwrite)
     names = _names(args.label_names) or medmnist.PNEUMONIA_LABELS
     samples = medmnist.collect(args.npz, args.image_dir, names, args.keep_repeats)
@@ -216,7 +233,7 @@ def _medmnist(args: argparse.Namespace) -> int:
 def _kermany(args: argparse.Namespace) -> int:
     from monai_forget.data_prep import kermany
 
-    check_writable(args.output, args.overwrite)
+    _check_output(args)
     samples = kermany.collect(args.root, patient_regex=args.patient_regex)
     return _finish(
         args,
@@ -231,7 +248,7 @@ def _kermany(args: argparse.Namespace) -> int:
 def _covidx(args: argparse.Namespace) -> int:
     from monai_forget.data_prep import covidx
 
-    check_writable(args.output, args.overwrite)
+    _check_output(args)
     samples, names = covidx.collect(args.root, label_names=_names(args.label_names))
     return _finish(
         args,
@@ -247,7 +264,7 @@ def _covidx(args: argparse.Namespace) -> int:
 def _rsna(args: argparse.Namespace) -> int:
     from monai_forget.data_prep import rsna
 
-    check_writable(args.output, args.overwrite)
+    _check_output(args)
     samples = rsna.collect(args.root)
     return _finish(
         args,
