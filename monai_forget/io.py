@@ -34,6 +34,21 @@ def csv_cell(value: object) -> object:
     return value
 
 
+def check_readable(path: str | os.PathLike, what: str) -> Path:
+    """Return ``path`` as a ``Path`` if it is a file to read; else say what it is.
+
+    Raises:
+        IsADirectoryError: ``path`` is a folder (``what`` names the file it should be).
+        FileNotFoundError: nothing is at ``path``.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{what} {path} is a folder; give the file itself")
+    if not path.is_file():
+        raise FileNotFoundError(f"{what} {path} not found")
+    return path
+
+
 def check_writable(path: str | os.PathLike, overwrite: bool) -> Path:
     """Return ``path`` as a ``Path`` or refuse to replace an existing file.
 

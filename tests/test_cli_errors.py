@@ -325,3 +325,66 @@ def test_prepare_medmnist_refuses_its_input_as_output(tmp_path, capsys) -> None:
     line = one_line_error(capsys, command)
     assert "is the input" in line
     assert npz.read_bytes() == data and not (tmp_path / "png").exists()
+
+
+# --- issue 34 item 10: messages that say what is wrong ---------------------------------
+
+
+def test_prepare_medmnist_names_a_file_that_is_no_npz_archive(tmp_path, capsys) -> None:
+    """A .npy saved as .npz, bytes that are no numpy file, and an archive of pickled
+    objects: one line naming the file, no traceback, no numpy advice to load unsafely."""
+    np.save(tmp_path / "array.npy", np.zeros(3))
+    (tmp_path / "array.npy").rename(tmp_path / "array.npz")
+    (tmp_path / "garbage.npz").write_bytes(b"not numpy at all")
+    objects = np.array([{"a": 1}], dtype=object)
+    np.savez(tmp_path / "objects.npz", train_images=objects, train_labels=objects)
+    for name, expected in (
+        ("array.npz", "is not an .npz archive of arrays"),
+        ("garbage.npz", "is not an .npz archive of arrays"),
+        ("objects.npz", "holds Python objects, which are never loaded"),
+    ):
+        command = ["prepare", "medmnist", str(tmp_path / name), "--image-dir",
+                   str(tmp_path / "png"), "-o", str(tmp_path / "list.json")]  # fmt: skip
+        line = one_line_error(capsys, command)
+        assert str(tmp_path / name) in line and expected in line, line
+        assert "unsafe" not in line and "allow_pickle" not in line
+    assert not (tmp_path / "png").exists() and not (tmp_path / "list.json").exists()
+
+
+def test_a_folder_given_for_a_table_is_called_a_folder(tmp_path, capsys) -> None:
+    (tmp_path / "groups").mkdir()
+    release = tmp_path / "release"
+    (release / "data").mkdir(parents=True)
+    command = ["prepare", "acdc-h5", str(release), "-o", str(tmp_path / "list.json"),
+               "--groups", str(tmp_path / "groups")]  # fmt: skip
+    line = one_line_error(capsys, command)
+    assert f"groups file {tmp_path / 'groups'} is a folder; give the file itself" in line, line
+    with pytest.raises(IsADirectoryError, match=r"site map .* is a folder; give the file"):
+        from monai_forget.data_prep.tables import read_csv_rows
+
+        list(read_csv_rows(tmp_path / "groups", ("patient", "site"), what="site map"))
+    from monai_forget.data_prep.acdc import read_info
+
+    (tmp_path / "Info.cfg").mkdir()
+    with pytest.raises(IsADirectoryError, match=r"Info\.cfg is a folder; Info\.cfg must be a file"):
+        read_info(tmp_path / "Info.cfg")
+
+
+@pytest.mark.parametrize("command", [["demo"], ["shadow", "train"]])
+def test_a_device_this_machine_lacks_is_a_usage_error(command, tmp_path, capsys) -> None:
+    """``--device cuda:0`` on a CPU-only torch (or a GPU index beyond the machine's) and a
+    string that is no device: one usage line naming the fix, no traceback, nothing run."""
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    missing, expected = (
+        (f"cuda:{count}", f"this machine has {count} CUDA GPU(s)")
+        if count
+        else ("cuda:0", "no CUDA GPU is available here")
+    )
+    for device, message in ((missing, expected), ("gpu0", "'gpu0' is not a torch device")):
+        with pytest.raises(SystemExit) as stopped:
+            main([*command, "--device", device, "--out", str(tmp_path / "out")])
+        assert stopped.value.code == 2
+        err = capsys.readouterr().err
+        assert f"argument --device: {device}" in err or message in err, err
+        assert message in err and "Traceback" not in err, err
+    assert not (tmp_path / "out").exists()

@@ -25,6 +25,34 @@ def positive_int(text: str) -> int:
     return value
 
 
+def available_device(text: str) -> str:
+    """An ``argparse`` type: a torch device this machine has (``cpu`` needs no check)."""
+    if text == "cpu":
+        return text
+    import torch
+
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a torch device; e.g. cpu, cuda or cuda:0"
+        ) from None
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise argparse.ArgumentTypeError(
+                f"{text}: no CUDA GPU is available here (this torch build has no CUDA, or "
+                "no GPU is visible); use --device cpu"
+            )
+        if device.index is not None and device.index >= count:
+            raise argparse.ArgumentTypeError(
+                f"{text}: this machine has {count} CUDA GPU(s), cuda:0 to cuda:{count - 1}"
+            )
+    elif device.type == "mps" and not torch.backends.mps.is_available():
+        raise argparse.ArgumentTypeError(f"{text}: Apple's MPS is not available here; use cpu")
+    return text
+
+
 def add_model_arguments(parser: argparse.ArgumentParser, role: str) -> None:
     """Add the options naming a model file and, for state dicts, its architecture."""
     parser.add_argument("--model", required=True, help=f"{role} model: TorchScript or state dict")
@@ -63,6 +91,7 @@ def add_run_arguments(
     parser.add_argument("--seed", type=int, default=SEED, help=f"{seed_help} (default %(default)s)")
     parser.add_argument(
         "--device",
+        type=available_device,
         default=DEVICE,
         help="torch device for training and inference, e.g. cpu or cuda:0 (default %(default)s)",
     )

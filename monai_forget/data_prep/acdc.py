@@ -35,11 +35,14 @@ def read_info(path: str | Path) -> Info:
     """Parse an ACDC ``Info.cfg`` (``Key: value`` lines).
 
     Raises:
+        IsADirectoryError: a folder stands where the file should be.
         FileNotFoundError: the file is missing.
         ValueError: a malformed line (with its number), a missing or non-numeric field,
             an unknown group, or ED/ES outside ``1..NbFrame``.
     """
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a folder; Info.cfg must be a file")
     if not path.is_file():
         raise FileNotFoundError(
             f"{path} not found; every ACDC patient folder needs an Info.cfg with "

@@ -31,7 +31,7 @@ import numpy as np
 from PIL import Image
 
 from monai_forget.data_prep.splits import SOURCE_SPLIT_KEYS
-from monai_forget.io import make_public
+from monai_forget.io import check_readable, make_public
 
 #: PneumoniaMNIST's class names (medmnist ``INFO["pneumoniamnist"]["label"]``)
 PNEUMONIA_LABELS = ("normal", "pneumonia")
@@ -51,14 +51,22 @@ def load_arrays(npz: str | Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """``{split: (images, labels)}`` for the splits present in a MedMNIST npz.
 
     Raises:
-        FileNotFoundError: the npz is missing.
-        ValueError: no split, unpaired keys, multi-label labels, or mismatched lengths.
+        FileNotFoundError: the npz is missing (IsADirectoryError: a folder).
+        ValueError: not an npz archive of arrays (pickled objects are never loaded), no
+            split, unpaired keys, multi-label labels, or mismatched lengths.
     """
-    npz = Path(npz)
-    if not npz.is_file():
-        raise FileNotFoundError(f"MedMNIST file {npz} not found")
+    npz = check_readable(npz, "MedMNIST file")
     arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    with np.load(npz, allow_pickle=False) as data:
+    try:
+        data = np.load(npz, allow_pickle=False)
+    except (ValueError, OSError, EOFError):  # pickled, truncated or not numpy at all
+        data = None
+    if not isinstance(data, np.lib.npyio.NpzFile):
+        raise ValueError(
+            f"MedMNIST file {npz} is not an .npz archive of arrays (MedMNIST's npz, as "
+            "numpy.savez writes it); nothing in it was loaded"
+        )
+    with data:
         for split in SOURCE_SPLIT_KEYS:
             keys = (f"{split}_images", f"{split}_labels")
             present = [k for k in keys if k in data.files]
@@ -66,7 +74,13 @@ def load_arrays(npz: str | Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
                 continue
             if len(present) == 1:
                 raise ValueError(f"{npz}: has {present[0]} but not its pair; expected {keys}")
-            images, labels = data[keys[0]], data[keys[1]]
+            try:
+                images, labels = data[keys[0]], data[keys[1]]
+            except ValueError:  # object arrays: loading them would unpickle
+                raise ValueError(
+                    f"MedMNIST file {npz}: {keys[0]} or {keys[1]} holds Python objects, which "
+                    "are never loaded (they would be unpickled); MedMNIST's arrays are numbers"
+                ) from None
             if labels.ndim == 2 and labels.shape[1] == 1:
                 labels = labels[:, 0]
             if labels.ndim != 1:

@@ -9,6 +9,8 @@ import csv
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from monai_forget.io import check_readable
+
 
 def read_csv_rows(
     path: str | Path, required: Sequence[str], what: str = "CSV file"
@@ -21,13 +23,12 @@ def read_csv_rows(
         what: a short description used in error messages ("site map", ...).
 
     Raises:
+        IsADirectoryError: ``path`` is a folder.
         FileNotFoundError: ``path`` does not exist.
         ValueError: a required column is missing, or a row has the wrong number of fields
             or an empty required field (the message names the line).
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{what} {path} not found")
+    path = check_readable(path, what)
     # Lines are decoded one by one, so a byte that is not UTF-8 is reported with its line.
     reader = csv.reader(text_lines(path, what))
     header = next(reader, None)
@@ -65,12 +66,11 @@ def read_id_lines(path: str | Path, what: str = "patient list") -> list[tuple[in
     """``(line_number, identifier)`` for each identifier of a one-per-line list.
 
     Raises:
-        FileNotFoundError: ``path`` is not a file.
+        IsADirectoryError: ``path`` is a folder.
+        FileNotFoundError: ``path`` does not exist.
         ValueError: the file is not UTF-8 text (the message names the line).
     """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{what} {path} not found")
+    path = check_readable(path, what)
     ids = []
     for number, raw in enumerate(text_lines(path, what), start=1):
         text = raw.split("#", 1)[0].strip()
