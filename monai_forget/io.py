@@ -56,12 +56,22 @@ def check_writable(path: str | os.PathLike, overwrite: bool) -> Path:
         IsADirectoryError: ``path`` is a folder (a file name is needed, even with
             ``overwrite``).
         FileExistsError: ``path`` exists and ``overwrite`` is false.
+        NotADirectoryError: a file stands where a folder of ``path`` should be.
+        PermissionError: the nearest existing folder of ``path`` cannot be written.
     """
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a folder; give the name of the file to write")
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} already exists; {OVERWRITE_HINT} to replace it")
+    # found now, not after the work: the folder must be one that can be made and written
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise NotADirectoryError(f"{path} cannot be written: {folder} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise PermissionError(f"{path} cannot be written: no permission to write in {folder}")
     return path
 
 

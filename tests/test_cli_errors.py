@@ -184,6 +184,18 @@ def test_output_that_is_a_folder_even_with_overwrite(files: Path, tmp_path: Path
     assert (tmp_path / "taken").is_dir() and not any((tmp_path / "taken").iterdir())
 
 
+def test_an_output_that_cannot_be_made_is_refused_before_any_work(
+    files: Path, tmp_path: Path, capsys
+) -> None:
+    """An output folder under a file is refused before the model is even read (the
+    model path here does not exist: its error would come first otherwise)."""
+    (tmp_path / "a_file").write_text("x")
+    out = tmp_path / "a_file" / "audit"
+    line = one_line_error(capsys, audit(files, out, model=str(tmp_path / "gone.pt")))
+    assert f"{out / 'result.json'} cannot be written: {tmp_path / 'a_file'} is a file" in line
+    assert "gone.pt" not in line and (tmp_path / "a_file").read_text() == "x"
+
+
 def test_read_only_output_folder(files: Path, tmp_path: Path, capsys, monkeypatch) -> None:
     def refuse(*args, **kwargs):  # what a read-only folder does to every writer (even root
         raise PermissionError(13, "Permission denied")  # cannot be refused by chmod here)
