@@ -61,7 +61,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _markdown import log, say, write
-from audit_calibration import ALPHA, DECISIONS, MARGINS, cluster_interval, rate, wilson
+from audit_calibration import ALPHA, DECISIONS, MARGINS, cluster_interval
 
 from monai_forget.audit import FORGOTTEN, INCONCLUSIVE, NOT_FORGOTTEN, RefModelReference
 from monai_forget.audit.refmodel import (
@@ -352,6 +352,15 @@ def cells_of(run: Training, draws: int) -> dict[str, dict]:
     return counts
 
 
+def clustered(per: list[tuple[int, int]]) -> str:
+    """The pooled rate and the 95 % cluster bootstrap interval over trainings. Wilson's
+    interval is not given: at |D_Q| 20 of a 25-patient pool the draws of one training
+    share most of their patients, so a training is about one independent audit."""
+    count, n = sum(c for c, _ in per), sum(d for _, d in per)
+    low, high = cluster_interval([c for c, _ in per], [d for _, d in per])
+    return f"{count / n:.3f} [{low:.3f}, {high:.3f}]"
+
+
 def cells(args: argparse.Namespace) -> None:
     store = dict(np.load(args.scores))
     seeds = sorted({int(k[1:].split("_")[0]) for k in store if k.endswith("_scores")})
@@ -376,9 +385,11 @@ def report(results: dict[int, dict], args: argparse.Namespace) -> None:
     say(f"Per-patient AUC of the known members (25) vs non-members (25): mean {aucs.mean():.3f}"
         f" (min {aucs.min():.3f}, max {aucs.max():.3f}).")  # fmt: skip
     say()
-    say("Decision rates pooled over the trainings: the rate, Wilson's 95 % interval (draws as "
-        "independent), the cluster bootstrap's over trainings, and the lowest-highest "
-        "per-training rate.")  # fmt: skip
+    say("Decision rates pooled over the trainings: the rate, the 95 % cluster bootstrap "
+        "interval over trainings, and the lowest-highest per-training rate. Draws of one "
+        "training share its models, its cut and (at |D_Q| 20 of a 25-patient pool) most of "
+        "their patients: a training is close to one independent audit per cell, so "
+        "intervals over draws (Wilson's) would overstate what is known.")  # fmt: skip
     say()
     say("| share | \\|D_Q\\| | draws | not forgotten | forgotten | inconclusive | bound covers "
         "| forgotten @0.25 | forgotten @0.1 |")  # fmt: skip
@@ -386,15 +397,12 @@ def report(results: dict[int, dict], args: argparse.Namespace) -> None:
     rows = []
     for key in (k for k in next(iter(results.values())) if k != "signal"):
         share, size = (float(x) for x in key.split("|"))
-        per = {}
         cols = []
         for margin, decision in ((0.5, NOT_FORGOTTEN), (0.5, FORGOTTEN), (0.5, INCONCLUSIVE),
                                  (0.25, FORGOTTEN), (0.1, FORGOTTEN)):  # fmt: skip
             got = [(r[key][f"{margin}|{decision}"], r[key]["draws"]) for r in results.values()]
-            count, n = sum(c for c, _ in got), sum(d for _, d in got)
-            per[(margin, decision)] = got
             each = [c / d for c, d in got]
-            cols.append(f"{rate(count, n, got)} ({min(each):.2f}-{max(each):.2f})")
+            cols.append(f"{clustered(got)} ({min(each):.2f}-{max(each):.2f})")
         covered = sum(r[key]["covered"] for r in results.values())
         n = sum(r[key]["draws"] for r in results.values())
         each = [r[key]["covered"] / r[key]["draws"] for r in results.values()]
@@ -413,7 +421,9 @@ def report(results: dict[int, dict], args: argparse.Namespace) -> None:
                 "margin": margin,
                 "trainings": len(results),
                 "draws": n,
-                **{d.replace(" ", "_"): rate(counts[d], n) for d in DECISIONS},
+                **{d.replace(" ", "_"): clustered([(r[key][f"{margin}|{d}"], r[key]["draws"])
+                                                   for r in results.values()])
+                   for d in DECISIONS},
                 "counts": {d.replace(" ", "_"): counts[d] for d in DECISIONS},
                 "per_training": {d.replace(" ", "_"): [r[key][f"{margin}|{d}"]
                                  for r in results.values()] for d in DECISIONS},
@@ -432,32 +442,31 @@ def report(results: dict[int, dict], args: argparse.Namespace) -> None:
 
 
 def targets(rows: list[dict]) -> None:
+    """Issue 32's targets on the pooled rates, with what the trainings can show."""
+
+    def verdict(row: dict, decision: str) -> str:
+        value, low, high = (float(x) for x in row[decision].replace("[", "").replace(
+            "]", "").replace(",", "").split())  # fmt: skip
+        if value <= ALPHA and high <= 0.1:
+            return "**met**"
+        if value <= ALPHA:
+            return "**met** by the rate (the interval is wide)"
+        if low > ALPHA:
+            return "**missed**"
+        return ("**missed** by the rate; not established: the interval over trainings "
+                "includes alpha, and more trainings are needed to tell")  # fmt: skip
+
     say("## Targets (issue 32)")
     say()
     wrong = [r for r in rows if r["share"] >= r["margin"]]
-    worst = max(wrong, key=lambda r: r["counts"]["forgotten"] / r["draws"])
-    highest = max(wrong, key=lambda r: wilson(r["counts"]["forgotten"], r["draws"])[1])
-
-    def cluster_high(row: dict) -> float:
-        per = row["per_training"]["forgotten"]
-        return cluster_interval(per, [row["draws"] // row["trainings"]] * len(per))[1]
-
-    clustered = max(wrong, key=cluster_high)
-    upper = wilson(highest["counts"]["forgotten"], highest["draws"])[1]
-    met = worst["counts"]["forgotten"] / worst["draws"] <= ALPHA and upper <= 0.1
-    say(f'- false "forgotten" <= 0.05 where the true share >= the margin (Wilson upper bound '
-        f"<= 0.1): worst {worst['forgotten']} (share {worst['share']:g}, |D_Q| {worst['size']}, "
-        f"margin {worst['margin']:g}); highest Wilson bound {upper:.3f}; the cluster "
-        f"bootstrap's upper bound up to {cluster_high(clustered):.3f} (share "
-        f"{clustered['share']:g}, |D_Q| {clustered['size']}, margin {clustered['margin']:g}): "
-        f"{'**met**' if met else '**missed**'}")  # fmt: skip
+    worst = max(wrong, key=lambda r: float(r["forgotten"].split()[0]))
+    say(f'- false "forgotten" <= 0.05 where the true share >= the margin: worst '
+        f"{worst['forgotten']} (share {worst['share']:g}, |D_Q| {worst['size']}, margin "
+        f"{worst['margin']:g}): {verdict(worst, 'forgotten')}")  # fmt: skip
     nulls = [r for r in rows if r["share"] == 0 and r["margin"] == 0.5]
-    worst = max(nulls, key=lambda r: r["counts"]["not_forgotten"] / r["draws"])
-    ok = all(r["counts"]["not_forgotten"] / r["draws"] <= ALPHA for r in nulls)
-    say(
-        f'- false "not forgotten" on never-seen D_Q <= 0.05: worst {worst["not_forgotten"]} '
-        f"(|D_Q| {worst['size']}): {'**met**' if ok else '**missed**'}"
-    )
+    worst = max(nulls, key=lambda r: float(r["not_forgotten"].split()[0]))
+    say(f'- false "not forgotten" on never-seen D_Q <= 0.05: worst {worst["not_forgotten"]} '
+        f"(|D_Q| {worst['size']}): {verdict(worst, 'not_forgotten')}")  # fmt: skip
     say()
 
 

@@ -122,7 +122,8 @@ def matching_error_rates(result: AuditResult) -> dict[str, Any]:
                 f"false {what} at most {worst[kind]} ({dataset}, {SOURCES.get(source, source)}, "
                 f"|D_Q| {nearest}, {worst['trainings']} trainings)"
                 + (
-                    f", ABOVE the audit's alpha {alpha:g}: this error is not controlled there"
+                    f", ABOVE the audit's alpha {alpha:g}: the error is not shown to be "
+                    "controlled there"
                     if float(worst[kind].split()[0]) > alpha
                     else ""
                 )

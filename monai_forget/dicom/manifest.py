@@ -65,9 +65,9 @@ def check_manifest_target(prefix: str | os.PathLike, overwrite: bool = False) ->
         InjectionError: its folder is not writable.
     """
     paths = manifest_paths(prefix)
+    probe_folder(paths[0], "manifest")  # first: its message names the manifest
     for path in paths:
         check_writable(path, overwrite)
-    probe_folder(paths[0], "manifest")
     return paths
 
 
