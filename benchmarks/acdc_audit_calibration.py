@@ -265,7 +265,7 @@ class Training:
             [set(store[f"s{seed}_{m}_trained"]) for m in refs],
         )
 
-    def pair_logits(self, role: str, patients: Sequence[str], seed: object) -> np.ndarray:
+    def pair_logits(self, patients: Sequence[str], seed: object) -> np.ndarray:
         """``out_of_pair_logits`` of ``patients``: ``(pairs, N)``."""
         phi = np.array([[ref[p] for p in patients] for ref in self.references])
         trained = [[p in t for p in patients] for t in self.trained]
@@ -278,12 +278,12 @@ class Audit:
     def __init__(self, run: Training) -> None:
         self.run = run
         self.known = {
-            role: (run.roles[pool], run.pair_logits(role, run.roles[pool], [run.seed, i]))
-            for i, (role, pool) in enumerate((("members", "members"), ("nonmembers", "nonmembers")))
+            role: (run.roles[role], run.pair_logits(run.roles[role], [run.seed, i]))
+            for i, role in enumerate(("members", "nonmembers"))
         }
         # D_Q's patients take one model of each pair at random, as the audit does
         pools = [*run.roles["member_pool"], *run.roles["never"]]
-        phi = run.pair_logits("query", pools, [run.seed, 0])
+        phi = run.pair_logits(pools, [run.seed, 0])
         self.pool = {p: phi[:, i] for i, p in enumerate(pools)}
 
     def reference(self, query: Sequence[str]) -> tuple[RefModelReference, dict]:
@@ -319,8 +319,13 @@ class Audit:
         decisions = {
             m: refmodel_decision(dataclasses.replace(test, margin=m), ALPHA, shift) for m in MARGINS
         }
-        return {"decisions": decisions, "upper": test.share_upper, "auc": auc(
-            scores["members"], scores["nonmembers"])}  # fmt: skip
+        return {"decisions": decisions, "upper": test.share_upper}
+
+    def member_auc(self) -> float:
+        """Per-patient AUC of the known members against the known non-members."""
+        reference, target = self.reference(self.run.roles["member_pool"][:2])
+        scores = reference.units(reference.scores(target))
+        return auc(scores["members"], scores["nonmembers"])
 
 
 def cells_of(run: Training, draws: int) -> dict[str, dict]:
@@ -348,7 +353,7 @@ def cells_of(run: Training, draws: int) -> dict[str, dict]:
                     tally[f"{margin}|{decision}"] += 1
                 covered += outcome["upper"] >= k / size
             counts[f"{k / size:g}|{size}"] = {**tally, "covered": covered, "draws": draws}
-    counts["signal"] = {"auc": audit.decide(run.roles["member_pool"][:10], 0)["auc"]}
+    counts["signal"] = {"auc": audit.member_auc()}
     return counts
 
 
