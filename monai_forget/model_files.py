@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import pickle
+import pickletools
+import re
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -56,14 +58,14 @@ def load_state_dict(
     try:
         obj = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:
-        found = [line.strip() for line in str(err).splitlines() if "Unsupported global" in line]
-        if not found:  # not a refused object: bytes that no unpickler reads
+        found = _refused_global(str(err)) or _global_in_raw_pickle(path)
+        if found is None:  # not a refused object: bytes that no unpickler reads
             raise damaged(path) from None
         raise UnsafeModelError(
             f"{path} contains pickled Python objects, which are refused for safety "
             "(loading them could run arbitrary code). Save the weights with "
             "torch.save(model.state_dict(), path) or a TorchScript archive with "
-            f"torch.jit.save(torch.jit.script(model), path). Details: {found[0].split('. ')[0]}"
+            f"torch.jit.save(torch.jit.script(model), path). Details: it refers to {found}"
         ) from None
     except (RuntimeError, EOFError, OSError, KeyError, ValueError):
         raise damaged(path) from None
@@ -80,6 +82,36 @@ def load_state_dict(
             "'state_dict' or 'model'; save model.state_dict() or a TorchScript archive"
         )
     return obj
+
+
+def _refused_global(message: str) -> str | None:
+    """The Python object torch's weights-only unpickler refused, from its message; torch
+    words it two ways ("Unsupported global: GLOBAL x" and "unsupported GLOBAL x whose
+    module is blocked"), so both are read."""
+    found = re.search(r"unsupported global:?\s+(?:GLOBAL\s+)?([\w.]+)", message, re.IGNORECASE)
+    return found.group(1) if found else None
+
+
+def _global_in_raw_pickle(path: Path) -> str | None:
+    """The first Python object a plain (non-torch) pickle file refers to, or None.
+
+    torch stops at the framing opcode of protocol 4+ before it meets any object, so its
+    message cannot tell a pickle payload from damage; the stream's opcodes can.
+    """
+    with path.open("rb") as handle:
+        data = handle.read(1 << 24)
+    strings: list[str] = []
+    try:
+        for opcode, arg, _ in pickletools.genops(data):
+            if opcode.name in ("GLOBAL", "INST"):
+                return str(arg).replace(" ", ".")
+            if opcode.name == "STACK_GLOBAL" and len(strings) >= 2:
+                return f"{strings[-2]}.{strings[-1]}"
+            if isinstance(arg, str):
+                strings.append(arg)
+    except (ValueError, EOFError, pickle.UnpicklingError):
+        return None  # not a pickle stream past this point
+    return None
 
 
 def is_torchscript(path: Path) -> bool:

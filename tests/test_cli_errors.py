@@ -96,6 +96,60 @@ def test_pickled_objects_are_told_apart_from_damage(tmp_path: Path) -> None:
         load_model(tmp_path / "objects.pt", network="mlp", network_args=NET)
 
 
+class _Payload:
+    """A pickle that runs ``call(*args)`` when unpickled, as the payloads in torch's own
+    weights-only tests do; ``args`` would create a marker file if the call ever ran."""
+
+    def __init__(self, call: object, args: tuple) -> None:
+        self.call, self.args = call, args
+
+    def __reduce__(self) -> tuple:
+        return self.call, self.args
+
+
+def _payloads(marker: Path) -> dict[str, _Payload]:
+    import builtins
+    import subprocess
+
+    touch = f"open({str(marker)!r}, 'w').close()"
+    return {
+        "os.system": _Payload(os.system, (f"touch {marker}",)),
+        "subprocess.call": _Payload(subprocess.call, (["touch", str(marker)],)),
+        "builtins.eval": _Payload(builtins.eval, (touch,)),
+        "builtins.exec": _Payload(builtins.exec, (touch,)),
+    }
+
+
+def _saved(payload: _Payload, how: str) -> bytes:
+    import pickle
+
+    if how.startswith("pickle protocol"):
+        return pickle.dumps({"weight": payload}, protocol=int(how.split()[-1]))
+    buffer = io.BytesIO()
+    torch.save({"weight": payload}, buffer, _use_new_zipfile_serialization=how == "torch zip")
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("how", ["torch zip", "torch legacy", "pickle protocol 2",
+                                 "pickle protocol 5"])  # fmt: skip
+def test_every_pickle_payload_is_refused_as_pickled_objects(
+    tmp_path: Path, how: str, files: Path, capsys
+) -> None:
+    """Issue 34, item 4: a payload calling os.system was reported as 'truncated or
+    damaged'; every payload is refused as pickled objects, named, and never run."""
+    marker = tmp_path / "ran"
+    for index, (name, payload) in enumerate(_payloads(marker).items()):
+        path = tmp_path / f"payload{index}.pt"
+        path.write_bytes(_saved(payload, how))
+        with pytest.raises(UnsafeModelError, match=r"pickled Python objects") as info:
+            load_model(path, network="mlp", network_args=NET)
+        called = name.split(".")[-1]
+        assert re.search(rf"refers to [\w.]*\b{called}$", str(info.value)), (how, name)
+        line = one_line_error(capsys, audit(files, tmp_path / "o", model=str(path)))
+        assert "pickled Python objects" in line and "weights_only=False" not in line
+    assert not marker.exists(), "a payload ran"
+
+
 def argparse_namespace() -> object:
     import argparse
 
