@@ -110,3 +110,41 @@ def test_raster_refusals(tmp_path):
     with pytest.raises(InjectionError, match="not a readable NIfTI"):
         inject_any(bad, tmp_path / "o.nii", BurnInOptions(text="A"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.nii", "grey.png", "pal.png"]
+
+
+def test_output_named_as_another_format_is_refused(tmp_path):
+    """Issue 34, item 10: a NIfTI input written to ``out.png`` held NIfTI bytes under a
+    PNG name; the output keeps the input's format, so its name must say it."""
+    volume = tmp_path / "scan.nii.gz"
+    nib.save(nib.Nifti1Image(np.random.default_rng(0).random((32, 32, 2)), np.eye(4)), volume)
+    grey = tmp_path / "grey.png"
+    Image.fromarray(real_pixels("image_dfl.dcm")).save(grey)
+    dicom = Path(get_testdata_file("CT_small.dcm"))
+    cases = [
+        (volume, "o.png", "a PNG", "a NIfTI volume"),
+        (grey, "o.nii.gz", "a NIfTI volume", "a PNG"),
+        (dicom, "o.png", "a PNG", "DICOM"),
+        (grey, "o.dcm", "DICOM", "a PNG"),
+    ]
+    for src, name, named, have in cases:
+        with pytest.raises(InjectionError, match=f"named as {named} but .* is {have}"):
+            inject_any(src, tmp_path / name, BurnInOptions(text="A"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["grey.png", "scan.nii.gz"]
+    inject_any(volume, tmp_path / "o.nii", BurnInOptions(text="A"))  # .nii for .nii.gz: kept
+    assert nib.load(tmp_path / "o.nii").shape == (32, 32, 2)
+
+
+def test_an_encoder_failure_names_the_file(tmp_path, monkeypatch):
+    """Pillow refuses some arrays with a bare OSError ("cannot write mode I as PNG");
+    the refusal names the input file."""
+    grey = tmp_path / "grey.png"
+    Image.fromarray(real_pixels("image_dfl.dcm")).save(grey)
+    original = Image.Image.save
+
+    def wide_mode(image, fp, format=None, **params):  # what a 32-bit array gives
+        return original(image.convert("I"), fp, format, **params)
+
+    monkeypatch.setattr(Image.Image, "save", wide_mode)
+    with pytest.raises(InjectionError, match=r"grey\.png: cannot write mode I as PNG"):
+        inject_any(grey, tmp_path / "o.png", BurnInOptions(text="A"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["grey.png"]

@@ -69,6 +69,29 @@ def check_not_input(src: Path, dst: Path) -> None:
         )
 
 
+def _format_name(path: Path) -> str:
+    return "a PNG" if is_png(path) else "a NIfTI volume" if is_nifti(path) else "DICOM"
+
+
+def check_same_format(src: Path, dst: Path) -> None:
+    """Refuse an output whose name says another format than the input's: the output
+    keeps the input's format, so ``scan.nii.gz -> out.png`` would write NIfTI bytes
+    under a PNG name.
+
+    Raises:
+        InjectionError: naming both formats and the suffix to use.
+    """
+    have, named = _format_name(src), _format_name(dst)
+    if have != named:
+        suffix = {"a PNG": ".png", "a NIfTI volume": ".nii or .nii.gz"}.get(
+            have, "a name that does not end in .png, .nii or .nii.gz (e.g. .dcm)"
+        )
+        raise InjectionError(
+            f"output {dst} is named as {named} but the input {src} is {have}; the output "
+            f"keeps the input's format: give it {suffix}"
+        )
+
+
 def _named(err: ValueError, src: Path) -> InjectionError:
     """The refusal with the file's name in front (folder runs touch many files)."""
     if isinstance(err, InjectionError) and str(src) in str(err):
@@ -113,10 +136,12 @@ def prepare(
     check_writable(dst, overwrite)
     if dst.is_dir():
         raise InjectionError(f"output {dst} is a folder; name the output file instead")
+    if planner is None:
+        check_same_format(src, dst)
     planner = planner or planner_for(src)
     try:
         rendered = planner(src, dst, options or BurnInOptions()).render()
-    except ValueError as err:
+    except (ValueError, OSError) as err:  # Pillow's encoders raise OSError
         raise _named(err, src) from err
     record = ManifestRecord(
         "injected",
