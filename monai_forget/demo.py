@@ -14,8 +14,15 @@ decision at the default margin) and with the papers' K-S and EMA:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import IO
+
+import numpy as np
+import torch
 
 from monai_forget.audit import (
     FORGOTTEN,
@@ -29,7 +36,7 @@ from monai_forget.audit import (
 from monai_forget.audit.report import write_report
 from monai_forget.audit.result import share_text
 from monai_forget.data import LabelledImages, concat, load_digits
-from monai_forget.io import check_writable
+from monai_forget.io import atomic_write, check_writable
 from monai_forget.shadow import ShadowTrainer, SupervisedRecipe
 from monai_forget.shadow.trainer import torch_threads
 
@@ -93,11 +100,13 @@ def run_demo(
 ) -> list[DemoRow]:
     """Train the consortium's models, run both audits, write results and the report.
 
-    Writes ``report.html`` and one JSON per audit to ``out_dir``; existing files are
-    refused unless ``overwrite``.
+    Writes ``report.html``, one JSON per audit and :func:`write_inputs`'s files to
+    ``out_dir``; existing files are refused unless ``overwrite``.
     """
     out_dir = Path(out_dir)
     report_path = check_writable(out_dir / "report.html", overwrite)
+    for name in INPUT_FILES:  # refused now, not after minutes of training
+        check_writable(out_dir / "inputs" / name, overwrite)
     sets = digits_split(seed)
     cache = out_dir / "cache"
     options = {"recipe": DIGITS_RECIPE, "seed": seed, "device": device, "cache_dir": cache}
@@ -129,12 +138,52 @@ def run_demo(
                     result = auditor.audit(model, sets[provider], sets["calibration"], label=name)
                 rows.append(DemoRow(name, expected, result))
                 bar.update()
+    write_inputs(out_dir / "inputs", sets, original, retrained, overwrite=overwrite)
     for i, row in enumerate(rows):
         row.result.save(out_dir / f"audit_{i:02d}_{row.result.method}.json", overwrite=overwrite)
     write_report(
         [r.result for r in rows], report_path, title="Digits withdrawal audit", overwrite=overwrite
     )
     return rows
+
+
+#: What :func:`write_inputs` writes in ``<out>/inputs``.
+INPUT_FILES = ("target.pt", "retrained.pt", "recipe.json", "provider_a.npz", "provider_b.npz",
+               "provider_c.npz", "calibration.npz")  # fmt: skip
+
+
+def write_inputs(
+    folder: Path,
+    sets: dict[str, LabelledImages],
+    original: torch.nn.Module,
+    retrained: torch.nn.Module,
+    overwrite: bool = False,
+) -> list[Path]:
+    """The files the README's audit commands read, from the demo's own data and models:
+    ``target.pt`` (the original model's state dict), ``retrained.pt`` (without C),
+    ``provider_a/b/c.npz`` and ``calibration.npz`` (``images`` float32 (N, 1, 8, 8),
+    ``labels`` int64 (N,): the auditor's calibration set, also its known non-members)
+    and ``recipe.json`` (the consortium's training design, data only).
+    """
+    files: dict[str, Callable[[IO], None]] = {
+        "target.pt": functools.partial(torch.save, original.state_dict()),
+        "retrained.pt": functools.partial(torch.save, retrained.state_dict()),
+        "recipe.json": lambda f: f.write(json.dumps(asdict(DIGITS_RECIPE), default=list).encode()),
+    }
+    for name, data in (("provider_a", "A"), ("provider_b", "B"), ("provider_c", "C"),
+                       ("calibration", "calibration")):  # fmt: skip
+        arrays = {"images": sets[data].images, "labels": sets[data].labels}
+        files[f"{name}.npz"] = functools.partial(_savez, arrays=arrays)
+    assert tuple(files) == INPUT_FILES
+    paths = [check_writable(folder / name, overwrite) for name in files]
+    for path, write in zip(paths, files.values(), strict=True):
+        with atomic_write(path, "wb", overwrite=overwrite) as handle:
+            write(handle)
+    return paths
+
+
+def _savez(handle: IO, arrays: dict) -> None:
+    np.savez(handle, **arrays)
 
 
 def _method(auditor: object) -> str:

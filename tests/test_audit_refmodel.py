@@ -297,6 +297,14 @@ def test_auditor_refuses_what_it_cannot_audit() -> None:
         auditor.fit_reference(
             a, (b, c), population=a.subset(slice(0, 10)).concat(c.subset(slice(0, 4)))
         )
+    # Issue 34, item 12: an overlap of two sets neither of which is D_Q names those two.
+    d = digits.subset(slice(300, 400))
+    with pytest.raises(DataOverlapError) as info:
+        auditor.fit_reference(a, (b, c), population=d.concat(c.subset(slice(0, 4))))
+    message = str(info.value)
+    assert message.startswith("the known non-members and the reference models' training data")
+    assert "4 of 100 samples of the known non-members" in message and "non-members[0]" in message
+    assert "query" not in message and "D_Q" not in message and "D_C" not in message
 
 
 def test_shift_check_makes_a_mismatched_comparison_inconclusive() -> None:

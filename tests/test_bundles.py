@@ -178,6 +178,16 @@ def test_select_filters_providers_and_keeps_patients_together() -> None:
         select([{"image": "x", "label": 0}], sites="A", check_files=False)
 
 
+def test_a_max_per_class_cut_is_logged(caplog) -> None:
+    """Issue 34, item 12: --max_per_class cut the evaluated test split without a word."""
+    entries = _entries()
+    with caplog.at_level("INFO", logger="monai_forget.bundles.datalist"):
+        select(entries, check_files=False, max_per_class=1, seed=3, name="test")
+        select(entries, check_files=False, max_per_class=8, name="whole")  # cuts nothing
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages == [f"test: max_per_class=1 keeps 6 of {len(entries)} entries (seed 3)"]
+
+
 def test_select_names_a_missing_image_file(tmp_path: Path) -> None:
     present = tmp_path / "p0.png"
     present.write_bytes(b"x")

@@ -1,5 +1,6 @@
 """The embedded default: the digits withdrawal audit reaches the expected decisions."""
 
+import numpy as np
 import pytest
 
 from monai_forget.audit import AuditResult
@@ -84,3 +85,24 @@ def test_report_and_provenance(demo_out, capsys):
     results = _results(demo_out)
     assert len({r.provenance["models"]["target"] for r in results}) == 2
     assert all(r.provenance["seed"] == 0 for r in results)
+
+
+def test_the_readme_audit_runs_as_typed_on_the_demo_inputs(demo_out):
+    """Issue 34, item 12: the README's audit commands read files a newcomer can make:
+    the demo writes them in ``inputs/``, where the documented command runs as typed and
+    finds the original model (trained on provider C) remembering C."""
+    from commands import run_line
+    from test_documented_commands import AUDIT_REF
+
+    from monai_forget.cli.audit import EXIT_CODES
+    from monai_forget.demo import INPUT_FILES
+
+    inputs = demo_out / "inputs"
+    assert sorted(p.name for p in inputs.iterdir()) == sorted(INPUT_FILES)
+    with np.load(inputs / "provider_c.npz") as c:
+        assert c["images"].dtype == np.float32 and c["images"].shape[1:] == (1, 8, 8)
+        assert len(c["labels"]) == len(digits_split(0)["C"])
+    result = run_line(AUDIT_REF, inputs)
+    record = AuditResult.load(inputs / "audit_c_ref" / "result.json")
+    assert record.decision == "not forgotten", record.details
+    assert result.returncode == EXIT_CODES["not forgotten"], result.stderr[-2000:]

@@ -36,7 +36,7 @@ from monai_forget.processes import processes_mentioning
 AUDIT_REF = (
     "monai-forget audit reference --model target.pt --network mlp --network-args "
     """'{"in_shape":[1,8,8],"num_classes":10,"hidden":[256]}' --query provider_c.npz """
-    "--members provider_a.npz --nonmembers held_out.npz --recipe recipe.json --references 4 "
+    "--members provider_a.npz --nonmembers calibration.npz --recipe recipe.json --references 4 "
     "--margin 0.5 --out audit_c_ref/"
 )
 AUDIT = (
@@ -65,7 +65,7 @@ SHADOW_SLURM = (
 AUDIT_CLUSTER = (
     "monai-forget audit reference --model target.pt --network mlp --network-args "
     """'{"in_shape":[1,8,8],"num_classes":10,"hidden":[256]}' --query provider_c.npz """
-    "--members provider_a.npz --nonmembers held_out.npz --population population.npz "
+    "--members provider_a.npz --nonmembers calibration.npz --population population.npz "
     "--recipe recipe.json --references 4 --seed 0 --cache-dir audit-cache --out audit_c_cluster/"
 )
 CLUSTER = (SHADOW_TASK, SHADOW_SLURM, AUDIT_CLUSTER)
@@ -155,7 +155,7 @@ def test_every_documented_command_is_run() -> None:
 @pytest.fixture(scope="module")
 def digits_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """What the README's audit commands read: target.pt (trained on providers A and C),
-    provider_c.npz, provider_a.npz (known members), calibration.npz, held_out.npz (known
+    provider_c.npz, provider_a.npz (known members), calibration.npz (also the known
     non-members) and a data-only recipe.json, from scikit-learn's digits (bounded
     training)."""
     from monai_forget.data import concat
@@ -171,7 +171,7 @@ def digits_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     torch.save(target.state_dict(), root / "target.pt")
     named = {"provider_c": sets["C"], "provider_a": sets["A"], "calibration": sets["calibration"],
-             "held_out": sets["calibration"], "population": sets["B"]}  # fmt: skip
+             "population": sets["B"]}  # fmt: skip
     for name, data in named.items():
         np.savez(root / f"{name}.npz", images=data.images, labels=data.labels)
     (root / "recipe.json").write_text(json.dumps(spec))

@@ -68,7 +68,12 @@ def check_set_size(name: str, data: LabelledImages, minimum: int = 2) -> None:
 def _check_split(members: LabelledImages, nonmembers: LabelledImages) -> LabelledImages:
     """The union of a given calibration split, refused when its parts share samples."""
     try:
-        check_disjoint(members, nonmembers)
+        check_disjoint(
+            members,
+            nonmembers,
+            names=("calibration members", "calibration non-members"),
+            symbols=("members", "non-members"),
+        )
     except DataOverlapError as err:
         raise ValueError(
             f"the calibration split's members and non-members share samples ({err}); split "

@@ -11,6 +11,7 @@ reused for any query set.
 
 from __future__ import annotations
 
+import itertools
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -96,21 +97,20 @@ def _check_roles(
     check_set_size("query", query)
     check_set_size("known members", members)
     check_set_size("known non-members", nonmembers)
-    pairs = [
-        ("the query set", query, "the known members", members),
-        ("the query set", query, "the known non-members", nonmembers),
-        ("the query set", query, "the reference models' training data", population),
-        ("the known members", members, "the known non-members", nonmembers),
-        ("the known members", members, "the reference models' training data", population),
-        ("the known non-members", nonmembers, "the reference models' training data", population),
-    ]
-    for a_name, a, b_name, b in pairs:
+    sets = {
+        "query set": ("D_Q", query),
+        "known members": ("members", members),
+        "known non-members": ("non-members", nonmembers),
+        "reference models' training data": ("population", population),
+    }
+    for (a_name, (a_symbol, a)), (b_name, (b_symbol, b)) in itertools.combinations(sets.items(), 2):
         try:
-            check_disjoint(a, b)
+            check_disjoint(a, b, names=(a_name, b_name), symbols=(a_symbol, b_symbol))
         except DataOverlapError as err:
             raise DataOverlapError(
-                f"{a_name} and {b_name} share samples: {err}. A reference-model audit scores "
-                "each sample against models that never trained on it; keep these sets apart"
+                f"the {a_name} and the {b_name} share samples: {err}. A reference-model audit "
+                "scores each sample against models that never trained on it; keep these sets "
+                "apart"
             ) from err
 
 

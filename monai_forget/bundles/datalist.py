@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -20,6 +21,8 @@ import torch
 from monai_forget.data import LabelledImages
 
 __all__ = ["labelled_images", "select"]
+
+logger = logging.getLogger(__name__)
 
 
 def _as_names(value: str | Sequence[str] | None) -> tuple[str, ...] | None:
@@ -48,7 +51,8 @@ def select(
         exclude_sites: drop these providers (e.g. the withdrawn one, to retrain without it).
         max_per_class: keep at most this many patients per class (entries of a patient
             stay together; entries without ``patient`` count as their own patient),
-            drawn with ``seed``. ``None`` keeps everything. For bounded runs.
+            drawn with ``seed``. ``None`` keeps everything. For bounded runs; a cut is
+            logged (``name``: kept N of M entries).
         seed: seed of the subsample.
         name: how errors refer to the section.
         check_files: check that every selected entry's ``image`` file exists, so a
@@ -85,7 +89,13 @@ def select(
     if max_per_class is not None:
         if int(max_per_class) < 1:
             raise ValueError(f"max_per_class must be a positive integer, got {max_per_class}")
+        before = len(entries)
         entries = _subsample_patients(entries, int(max_per_class), seed, name)
+        if len(entries) < before:  # a bounded run says what it left out
+            logger.info(
+                "%s: max_per_class=%d keeps %d of %d entries (seed %d)",
+                name, int(max_per_class), len(entries), before, seed,
+            )  # fmt: skip
     if not entries:
         raise ValueError(
             f"{name}: no entries left after selecting providers {keep_sites or 'all'} "

@@ -35,4 +35,5 @@ def run(args: argparse.Namespace) -> int:
     rows = run_demo(args.out, seed=args.seed, device=args.device, overwrite=args.overwrite)
     print(format_table(rows))
     print(f"\nreport: {args.out}/report.html")
+    print(f"inputs of the README's audit commands (cd there to run them): {args.out}/inputs/")
     return 0

@@ -18,11 +18,23 @@ class DataOverlapError(ValueError):
     """The query set D_Q and the calibration set D_C share samples."""
 
 
-def check_disjoint(query: LabelledImages, calibration: LabelledImages) -> None:
-    """Refuse a calibration set that shares any sample with the query set.
+def check_disjoint(
+    query: LabelledImages,
+    calibration: LabelledImages,
+    names: tuple[str, str] = ("query set", "calibration set"),
+    symbols: tuple[str, str] = ("D_Q", "D_C"),
+) -> None:
+    """Refuse two sets that share any sample (by default the query set D_Q and the
+    calibration set D_C).
+
+    Args:
+        query: the first set.
+        calibration: the second set, from which the fix removes the shared samples.
+        names: what the two sets are, for the message (``"known non-members"``).
+        symbols: their short names in the examples (``D_Q[3] = D_C[8]``).
 
     Raises:
-        DataOverlapError: Some query images also appear in the calibration set.
+        DataOverlapError: Some samples of the first set also appear in the second.
     """
     q_hash = query.sample_hashes
     c_hash = calibration.sample_hashes
@@ -31,13 +43,15 @@ def check_disjoint(query: LabelledImages, calibration: LabelledImages) -> None:
         return
     first_c = {h: i for i, h in reversed(list(enumerate(c_hash)))}
     shown = [
-        _describe(query, int(i), "D_Q") + " = " + _describe(calibration, first_c[q_hash[i]], "D_C")
+        _describe(query, int(i), symbols[0])
+        + " = "
+        + _describe(calibration, first_c[q_hash[i]], symbols[1])
         for i in overlap[:5]
     ]
     raise DataOverlapError(
-        f"{overlap.size} of {len(query)} query samples also appear in the calibration set "
-        f"(e.g. {'; '.join(shown)}); remove these samples from the calibration set; "
-        "D_C must share no sample with D_Q"
+        f"{overlap.size} of {len(query)} samples of the {names[0]} also appear in the "
+        f"{names[1]} (e.g. {'; '.join(shown)}); remove these samples from the {names[1]}: "
+        f"the {names[0]} and the {names[1]} must share no sample"
     )
 
 
