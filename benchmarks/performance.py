@@ -6,7 +6,8 @@ before each run is recorded):
 
 1. **Audit handlers on a SupervisedEvaluator**: the measurement of
    ``withdrawal_audit_grid.py`` (reused from there): a ``small_cnn`` PneumoniaMNIST model
-   evaluated over the test split with and without ``KSCalibratedRatio`` + ``EMAPValue``.
+   evaluated over the test split with and without ``KSCalibratedRatio`` + ``EMAPValue``,
+   built from their auditors' references with the content check on (their default).
 2. **M vs one forward pass** for every memorisation network: whatever
    ``get_network(name, in_shape=(1, 28, 28), num_classes=10)`` builds for ``mlp-1``,
    ``cnn-1`` and ``cnn-2`` in this checkout (untrained: the cost does not depend on the
@@ -16,7 +17,8 @@ before each run is recorded):
    one torch thread per model, in this process (the pool's workers already started)
    and as whole processes (``monai-forget shadow train --count 4``).
 
-Targets (issue 14): handlers <= 5 % overhead; M <= 3.5x a forward pass for every
+Targets: handlers <= 10 % overhead with the content check on (issue 34; issue 14 asked
+<= 5 % without it); M <= 3.5x a forward pass for every
 network; training at 2 workers >= 1.7x faster than at 1 worker on 2 cores.
 
 Usage: ``python benchmarks/performance.py [--rounds 3] [--max-load 2.5] [--out FILE]``
@@ -76,9 +78,9 @@ def handlers(root: Path, cache: Path, seed: int, repeats: int) -> list[str]:
         f"SupervisedEvaluator over PneumoniaMNIST test ({o['n']} images, batch 64), "
         f"`{r.network}` {dict(r.network_args)}, median of {repeats} interleaved runs "
         f"(load {load:.1f} before, {load_average():.1f} after): {o['plain'] * 1e3:.1f} ms "
-        f"without handlers, {o['audited'] * 1e3:.1f} ms with KSCalibratedRatio + EMAPValue: "
-        f"**{o['overhead'] * 100:+.1f} %** (best-of {o['best_overhead'] * 100:+.1f} %); "
-        f"target <= 5 %: {verdict(o['overhead'] <= 0.05)}\n",
+        f"without handlers, {o['audited'] * 1e3:.1f} ms with KSCalibratedRatio + EMAPValue "
+        f"(content check on): **{o['overhead'] * 100:+.1f} %** (best-of "
+        f"{o['best_overhead'] * 100:+.1f} %); target <= 10 %: {verdict(o['overhead'] <= 0.10)}\n",
     ]
 
 
@@ -175,7 +177,7 @@ def main() -> int:
     torch.set_num_threads(1)
     wait = {**wait_options(args), "log": log}
     root = data_root()
-    say("## Audit-side speed (issue 14)\n")
+    say("## Audit-side speed (issues 14 and 34)\n")
     say(
         f"`python benchmarks/performance.py --rounds {args.rounds} --fast-rounds "
         f"{args.fast_rounds}` · data `{root}` · torch {torch.__version__}, {machine()}\n"

@@ -541,14 +541,13 @@ def handler_overhead(
     options = {"recipe": setup.recipe, "seed": seed, "cache_dir": cache}
     model = ShadowTrainer(setup.recipe, cache_dir=cache).train(setup.target_data, target_seed)
     ks_reference = KSAuditor(**options).fit_reference(setup.query, setup.calibration)
-    thresholds = EMAAuditor(**options).fit_reference(setup.query, setup.calibration).thresholds
+    ema_reference = EMAAuditor(**options).fit_reference(setup.query, setup.calibration)
     loader = torch.utils.data.DataLoader(setup.query.to_dataset(), batch_size=64)
 
     def evaluator(with_handlers: bool) -> SupervisedEvaluator:
-        ks = KSCalibratedRatio(
-            ks_reference.query_confidence, ks_reference.calibration_confidence, from_logits=True
-        )
-        ema = EMAPValue(thresholds, from_logits=True)
+        # As a user builds them: from the references, the content check on (the default).
+        ks = KSCalibratedRatio(ks_reference, from_logits=True)
+        ema = EMAPValue(ema_reference, from_logits=True)
         return SupervisedEvaluator(
             device=torch.device("cpu"),
             val_data_loader=loader,

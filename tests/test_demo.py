@@ -1,5 +1,9 @@
 """The embedded default: the digits withdrawal audit reaches the expected decisions."""
 
+import ast
+import re
+import shutil
+
 import numpy as np
 import pytest
 
@@ -106,3 +110,30 @@ def test_the_readme_audit_runs_as_typed_on_the_demo_inputs(demo_out):
     record = AuditResult.load(inputs / "audit_c_ref" / "result.json")
     assert record.decision == "not forgotten", record.details
     assert result.returncode == EXIT_CODES["not forgotten"], result.stderr[-2000:]
+
+
+def test_the_readme_python_examples_run_as_typed_on_the_demo_inputs(demo_out, tmp_path):
+    """Issue 34, item 8: the README's Python blocks (the audit, then the handlers on a
+    SupervisedEvaluator) run as typed, in one script, where the demo left its inputs;
+    the handlers check by content that they evaluate D_Q, which they do here."""
+    import subprocess
+    import sys
+
+    from commands import REPO, environment
+
+    blocks = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    assert len(blocks) == 2 and "KSCalibratedRatio(ks" in blocks[1]
+    inputs = tmp_path / "inputs"  # a copy: the other tests read the demo's own folder
+    shutil.copytree(demo_out / "inputs", inputs)
+    script = tmp_path / "readme_example.py"
+    body = "".join(f"    {line}\n" for block in blocks for line in block.splitlines())
+    script.write_text(f'if __name__ == "__main__":  # as the README says for scripts\n{body}')
+    run = subprocess.run(
+        [sys.executable, str(script)], cwd=inputs, env=environment(OMP_NUM_THREADS="1"),
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.startswith("REFMODEL: not forgotten")  # the target trained on C
+    metrics = ast.literal_eval(run.stdout.strip().splitlines()[-1])
+    assert set(metrics) == {"rho_KS", "rho_EMA"} and 0 <= metrics["rho_EMA"] <= 1
+    assert (inputs / "report.html").is_file()

@@ -23,6 +23,7 @@ from monai.transforms import Activationsd
 
 from monai_forget.audit import (
     EMAAuditor,
+    EMAReference,
     EMAThresholds,
     KSAuditor,
     KSReference,
@@ -67,6 +68,8 @@ class Setup:
     query_confidence: np.ndarray
     calibration_confidence: np.ndarray
     thresholds: EMAThresholds
+    ks_reference: KSReference  # as fit_reference returns them: with D_Q's content hashes
+    ema_reference: EMAReference
 
 
 @pytest.fixture(autouse=True)
@@ -93,9 +96,12 @@ def setup(tmp_path_factory) -> Setup:
         ks_reference.query_confidence,
         ks_reference.calibration_confidence,
     )
-    thresholds = ema.fit_reference(query, calibration).thresholds
+    ema_reference = ema.fit_reference(query, calibration)
     torch.set_num_threads(previous)
-    return Setup(target, query, calibration, ks, ema, query_conf, calibration_conf, thresholds)
+    return Setup(
+        target, query, calibration, ks, ema, query_conf, calibration_conf,
+        ema_reference.thresholds, ks_reference, ema_reference,
+    )  # fmt: skip
 
 
 def _run(setup: Setup, *, softmax_postprocessing: bool) -> tuple[dict, np.ndarray, np.ndarray]:
@@ -106,12 +112,8 @@ def _run(setup: Setup, *, softmax_postprocessing: bool) -> tuple[dict, np.ndarra
         val_data_loader=torch.utils.data.DataLoader(setup.query.to_dataset(), batch_size=BATCH),
         network=setup.target,
         postprocessing=Activationsd(keys="pred", softmax=True) if softmax_postprocessing else None,
-        key_val_metric={
-            "rho_KS": KSCalibratedRatio(
-                setup.query_confidence, setup.calibration_confidence, from_logits=from_logits
-            )
-        },
-        additional_metrics={"rho_EMA": EMAPValue(setup.thresholds, from_logits=from_logits)},
+        key_val_metric={"rho_KS": KSCalibratedRatio(setup.ks_reference, from_logits=from_logits)},
+        additional_metrics={"rho_EMA": EMAPValue(setup.ema_reference, from_logits=from_logits)},
     )
     seen_pred: list[np.ndarray] = []
     seen_label: list[np.ndarray] = []
@@ -187,12 +189,8 @@ def test_handlers_without_decollation_give_the_same_values(setup: Setup) -> None
         val_data_loader=torch.utils.data.DataLoader(setup.query.to_dataset(), batch_size=BATCH),
         network=setup.target,
         decollate=False,
-        key_val_metric={
-            "rho_KS": KSCalibratedRatio(
-                setup.query_confidence, setup.calibration_confidence, from_logits=True
-            )
-        },
-        additional_metrics={"rho_EMA": EMAPValue(setup.thresholds, from_logits=True)},
+        key_val_metric={"rho_KS": KSCalibratedRatio(setup.ks_reference, from_logits=True)},
+        additional_metrics={"rho_EMA": EMAPValue(setup.ema_reference, from_logits=True)},
     )
     evaluator.run()
     assert evaluator.state.metrics == pytest.approx(decollated, rel=1e-12, abs=1e-300)
@@ -204,7 +202,7 @@ def test_logits_without_from_logits_are_refused(setup: Setup) -> None:
         device=torch.device("cpu"),
         val_data_loader=torch.utils.data.DataLoader(setup.query.to_dataset(), batch_size=BATCH),
         network=setup.target,
-        key_val_metric={"rho_EMA": EMAPValue(setup.thresholds)},
+        key_val_metric={"rho_EMA": EMAPValue(setup.ema_reference)},
     )
     with pytest.raises(ValueError, match="from_logits=True"):
         evaluator.run()
@@ -217,10 +215,11 @@ def test_metric_buffers_equal_monai_cumulative(setup: Setup, kind: str) -> None:
     n = len(setup.query)
     if kind == "ks":
         metric = KSCalibratedRatioMetric(
-            setup.query_confidence, setup.calibration_confidence, from_logits=True
-        )
-    else:
-        metric = EMAPValueMetric(setup.thresholds, from_logits=True)
+            setup.query_confidence, setup.calibration_confidence, from_logits=True,
+            check_query=False,
+        )  # fmt: skip
+    else:  # random logits, no images: nothing to check the samples with
+        metric = EMAPValueMetric(setup.thresholds, from_logits=True, check_query=False)
     reference = Cumulative()
     logits = torch.randn(n, 10, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     labels = torch.tensor(setup.query.labels)

@@ -104,3 +104,48 @@ def test_reference_model_handler_reproduces_the_offline_audit(setup) -> None:
             audit_set.subset(slice(0, len(audit_set) - 5)),
             ReferenceModelAudit(auditor.reference_),
         )
+
+
+def test_the_check_is_on_by_default(setup) -> None:
+    """Issue 34, item 8: handlers built the plain way, from what fit_reference returned,
+    refuse the first 40 of 200 D_Q samples and another provider's data; without hashes
+    they refuse to start, naming both fixes; only an explicit opt-out runs unchecked."""
+    from monai_forget.audit import EMAAuditor
+    from monai_forget.handlers import EMAPValue
+
+    ema = EMAAuditor(recipe=RECIPE, cache_dir=setup["cache"])
+    ema_reference = ema.fit_reference(setup["query"], setup["calibration"])
+    partial, foreign = setup["query"].subset(slice(0, 40)), setup["other"].subset(slice(0, 200))
+    for make in (
+        lambda: KSCalibratedRatio(setup["ks"], from_logits=True),
+        lambda: EMAPValue(ema_reference, from_logits=True),
+    ):
+        assert np.isfinite(_evaluate(setup, setup["query"], make())["stat"])
+        with pytest.raises(ValueError, match=r"160 of the 200 samples .* were not evaluated"):
+            _evaluate(setup, partial, make())
+        with pytest.raises(ValueError, match=r"200 evaluated sample.s. are not in the audited"):
+            _evaluate(setup, foreign, make())
+    ks = setup["ks"]
+    with pytest.raises(ValueError, match=r"pass query_hashes=.*or check_query=False"):
+        KSCalibratedRatio(ks.query_confidence, ks.calibration_confidence, from_logits=True)
+    with pytest.raises(ValueError, match=r"pass query_hashes=.*or check_query=False"):
+        EMAPValue(ema_reference.thresholds, from_logits=True)
+    unchecked = KSCalibratedRatio(setup["ks"], from_logits=True, check_query=False)
+    assert np.isfinite(_evaluate(setup, partial, unchecked)["stat"])  # the user's choice
+
+
+def test_a_query_set_holding_exact_duplicates_is_whole_when_each_copy_is_evaluated(setup):
+    """Real data sets hold exact duplicates (PneumoniaMNIST's test split: 3 images twice):
+    a D_Q with a duplicate evaluated whole passes; one evaluation more is a repeat."""
+    query = setup["query"]
+    with_copy = query.concat(query.subset(slice(0, 2)))  # D_Q itself holds 2 images twice
+    ks = KSAuditor(recipe=RECIPE, cache_dir=setup["cache"]).fit_reference(
+        with_copy, setup["calibration"]
+    )
+    handler = lambda: KSCalibratedRatio(ks, from_logits=True)  # noqa: E731
+    assert np.isfinite(_evaluate(setup, with_copy, handler())["stat"])
+    once_more = with_copy.concat(query.subset(slice(0, 1)))
+    with pytest.raises(ValueError, match=r"1 evaluation.s. repeated a sample"):
+        _evaluate(setup, once_more, handler())
+    with pytest.raises(ValueError, match=r"1 of the 202 samples .* were not evaluated"):
+        _evaluate(setup, query.concat(query.subset(slice(0, 1))), handler())

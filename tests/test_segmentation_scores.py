@@ -177,6 +177,7 @@ def test_score_model_caches_and_handlers_reproduce_the_audit(tmp_path: Path) -> 
         for i, lab in zip(data.images, data.labels, strict=True)
     ]
     adapter = membership_output("foreground_confidence")
+    audited = data.sample_hashes[where]  # the images with a defined score
     evaluator = SupervisedEvaluator(
         device=torch.device("cpu"),
         val_data_loader=DataLoader(Dataset(items), batch_size=1),
@@ -184,10 +185,8 @@ def test_score_model_caches_and_handlers_reproduce_the_audit(tmp_path: Path) -> 
         inferer=SlidingWindowInferer(roi_size=(16, 16), mode="constant"),
         key_val_metric={"fg_conf": SegmentationMembershipScores("foreground_confidence")},
         additional_metrics={
-            "rho_KS": KSCalibratedRatio(
-                ks.query_confidence, ks.calibration_confidence, output_transform=adapter
-            ),
-            "rho_EMA": EMAPValue(ema.thresholds, output_transform=adapter),
+            "rho_KS": KSCalibratedRatio(ks, output_transform=adapter, query_hashes=audited),
+            "rho_EMA": EMAPValue(ema, output_transform=adapter, query_hashes=audited),
         },
     )
     evaluator.run()

@@ -121,3 +121,44 @@ def test_cli_trains_jobs_by_index_into_the_cache_the_audit_reads(digits, tmp_pat
     last = err.strip().splitlines()[-1]  # after the (empty) progress bar
     assert last.startswith("monai-forget: error: the cache entry") and f"delete {damaged}" in last
     assert "Traceback" not in err
+
+
+SCRIPT = """
+from monai_forget.audit import ReferenceModelAuditor
+from monai_forget.data import load_digits
+from monai_forget.shadow import SupervisedRecipe
+
+def run():
+    digits = load_digits()
+    recipe = SupervisedRecipe("mlp", {"in_shape": [1, 8, 8], "num_classes": 10,
+                                      "hidden": [16]}, steps=5)
+    auditor = ReferenceModelAuditor(recipe=recipe, n_references=2, workers=2)
+    known = (digits.subset(slice(60, 200)), digits.subset(slice(200, 340)))
+    auditor.fit_reference(digits.subset(slice(0, 60)), known)
+    print("trained")
+"""
+
+
+@pytest.mark.parametrize("guarded", [False, True])
+def test_a_script_without_the_main_guard_is_told_how_to_fix_it(tmp_path, guarded):
+    """A user's script that trains reference models in worker processes without
+    ``if __name__ == "__main__":`` broke the pool with multiprocessing's bootstrapping
+    traceback; it now gets one error naming the guard (and workers=1); with it, it runs."""
+    import subprocess
+    import sys
+
+    from commands import environment
+
+    call = 'if __name__ == "__main__":\n    run()\n' if guarded else "run()\n"
+    (tmp_path / "script.py").write_text(SCRIPT + call)
+    result = subprocess.run(
+        [sys.executable, "script.py"], cwd=tmp_path, env=environment(OMP_NUM_THREADS="1"),
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    if guarded:
+        assert result.returncode == 0 and result.stdout.strip() == "trained", result.stderr
+    else:
+        assert result.returncode != 0
+        last = result.stderr.strip().splitlines()[-1]
+        assert last.startswith("RuntimeError: a worker process") and "__main__" in last, last
+        assert "workers=1" in last

@@ -25,7 +25,7 @@ group rather than at random.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -211,8 +211,10 @@ class KSAuditor(ShadowAuditor):
         return self.reference_, shadows
 
     def fit_reference(self, query: LabelledImages, calibration: Calibration) -> KSReference:
-        """The shadow models' confidences on D_Q, for evaluation-time metrics and handlers."""
-        return self._fit(query, _whole(calibration))[0]
+        """The shadow models' confidences on D_Q, for evaluation-time metrics and handlers
+        (with D_Q's content hashes, so they check they evaluate D_Q)."""
+        reference = self._fit(query, _whole(calibration))[0]
+        return replace(reference, query_hashes=tuple(query.sample_hashes))
 
     def audit(
         self,
@@ -331,12 +333,17 @@ class EMAAuditor(ShadowAuditor):
         """Step 1 calibration alone: the thresholds the evaluation-time metrics apply.
 
         Step 1 never looks at ``query``: it is only checked to share no sample with
-        ``calibration`` (``None`` when the thresholds serve queries not known yet, e.g.
-        a handler's). ``target`` is needed only with ``calibration_outputs="target"``.
+        ``calibration``, and its content hashes go with the reference, so the
+        evaluation-time metric checks it evaluates D_Q (``None`` when the thresholds
+        serve queries not known yet: the metric then needs ``query_hashes`` or
+        ``check_query=False``). ``target`` is needed only with
+        ``calibration_outputs="target"``.
         """
-        if query is not None:
-            self._start(query, _whole(calibration))
-        return self._fit(calibration, target)[0]
+        if query is None:
+            return self._fit(calibration, target)[0]
+        self._start(query, _whole(calibration))
+        reference = self._fit(calibration, target)[0]
+        return replace(reference, query_hashes=tuple(query.sample_hashes))
 
     def reference_from_predictions(
         self, members: Predictions, nonmembers: Predictions

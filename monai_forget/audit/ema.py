@@ -127,6 +127,9 @@ class EMAReference:
         member_scores: the reference model's membership scores on its calibration
             members (for the report's figures; not needed to audit).
         nonmember_scores: the same on the calibration non-members.
+        query_hashes: content hashes of the D_Q the reference was fitted for (set by
+            ``EMAAuditor.fit_reference`` when given D_Q), with which the evaluation-time
+            metric checks it evaluates D_Q; not serialised.
     """
 
     thresholds: EMAThresholds
@@ -134,6 +137,7 @@ class EMAReference:
     test: TestName = "welch"
     member_scores: Scores = field(default_factory=dict, repr=False)
     nonmember_scores: Scores = field(default_factory=dict, repr=False)
+    query_hashes: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not 0.0 < self.alpha < 1.0:

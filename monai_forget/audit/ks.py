@@ -8,7 +8,7 @@ and :func:`ks_decision` is the paper's rule, the one place it is written.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -77,10 +77,14 @@ class KSReference:
     Attributes:
         query_confidence: the query shadow model's t[y] on every sample of D_Q.
         calibration_confidence: the calibration shadow model's t[y] on D_Q.
+        query_hashes: content hashes of D_Q (set by ``KSAuditor.fit_reference``), with
+            which the evaluation-time metric checks it evaluates D_Q; not serialised
+            (``reference.json`` keeps them once, beside every auditor's reference).
     """
 
     query_confidence: np.ndarray
     calibration_confidence: np.ndarray
+    query_hashes: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         q = np.array(self.query_confidence, dtype=np.float64, copy=True).ravel()
@@ -94,6 +98,8 @@ class KSReference:
         c.flags.writeable = False
         object.__setattr__(self, "query_confidence", q)
         object.__setattr__(self, "calibration_confidence", c)
+        if self.query_hashes is not None:
+            object.__setattr__(self, "query_hashes", tuple(str(h) for h in self.query_hashes))
 
     @classmethod
     def from_predictions(

@@ -257,22 +257,14 @@ def audit_metrics(
             margin=margin,
             output_transform=batch_output(pred_key, image_key=image_key),
         )
+    # Without images (image_key None) there is nothing to check the samples with.
+    checked = {"output_transform": transform, "query_hashes": hashes, "check_query": bool(hashes)}
     if reference.ks is not None:
         metrics["rho_KS"] = KSCalibratedRatio(
-            reference.ks.query_confidence,
-            reference.ks.calibration_confidence,
-            from_logits=from_logits,
-            output_transform=transform,
-            query_hashes=hashes,
-            on_extra=on_extra,
+            reference.ks, from_logits=from_logits, on_extra=on_extra, **checked
         )
     if reference.ema is not None:
         metrics["rho_EMA"] = EMAPValue(
-            reference.ema.thresholds,
-            test=reference.ema.test,
-            from_logits=from_logits,
-            output_transform=transform,
-            query_hashes=hashes,
-            on_extra=on_extra,
+            reference.ema, from_logits=from_logits, on_extra=on_extra, **checked
         )
     return metrics

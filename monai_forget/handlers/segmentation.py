@@ -6,7 +6,8 @@ HD95, and the output transform that feeds per-image scores to the withdrawal han
 each image becomes the row ``(1 - s, s)`` with label 1
 (:meth:`~monai_forget.segmentation.SegmentationScores.to_predictions`), images whose
 label has no structure are left out for scores undefined there, so the evaluation
-covers the same images the audit did.
+covers the same images the audit did; the images with a defined score go along, so the
+handlers check by content that they are D_Q's.
 """
 
 from __future__ import annotations
@@ -51,8 +52,10 @@ def membership_output(
     pred_key: str = "pred",
     label_key: str = "label",
     from_logits: bool = True,
-) -> Callable[[Any], tuple[torch.Tensor, torch.Tensor]]:
-    """Output transform: per-pixel ``(pred, label)`` -> per-image ``((1 - s, s), 1)``.
+    image_key: str | None = "image",
+) -> Callable[[Any], tuple[torch.Tensor, ...]]:
+    """Output transform: per-pixel ``(pred, label[, image])`` -> per-image
+    ``((1 - s, s), 1[, image])``.
 
     Args:
         score: the per-image score (:data:`~monai_forget.segmentation.SCORE_NAMES`) the
@@ -60,16 +63,21 @@ def membership_output(
         pred_key: the output item with the per-pixel logits (or probabilities).
         label_key: the output item with the label map.
         from_logits: ``pred_key`` holds logits.
+        image_key: the output item with the images, handed on (those with a defined
+            score) so the handlers check by content that they evaluate D_Q; ``None``
+            hands none (the handlers then need ``check_query=False``).
     """
     if score not in SCORE_NAMES:
         raise ValueError(f"score must be one of {SCORE_NAMES}, got {score!r}")
-    select = from_engine([pred_key, label_key])
+    select = from_engine([pred_key, label_key] + ([image_key] if image_key else []))
 
-    def transform(output: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        pred, label = select(output)
+    def transform(output: Any) -> tuple[torch.Tensor, ...]:
+        pred, label, *images = select(output)
         s = segmentation_scores(_stack(pred), _stack(label), from_logits=from_logits)[score]
-        s = s[torch.isfinite(s)].clamp(0.0, 1.0)
-        return torch.stack([1.0 - s, s], dim=1), torch.ones(len(s), dtype=torch.long)
+        defined = torch.isfinite(s)
+        s = s[defined].clamp(0.0, 1.0)
+        rows = (torch.stack([1.0 - s, s], dim=1), torch.ones(len(s), dtype=torch.long))
+        return rows + tuple(_stack(i)[defined.to(torch.bool).cpu()] for i in images)
 
     return transform
 

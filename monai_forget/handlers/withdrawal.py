@@ -17,7 +17,7 @@ import torch
 from monai.handlers import IgniteMetricHandler
 from monai.handlers.utils import from_engine
 
-from monai_forget.audit.ema import EMAThresholds, TestName
+from monai_forget.audit.ema import EMAReference, EMAThresholds, TestName
 from monai_forget.audit.refmodel_reference import RefModelReference
 from monai_forget.audit.result import FORGOTTEN
 from monai_forget.metrics import (
@@ -60,7 +60,8 @@ def batch_output(
     return transform
 
 
-_DEFAULT_OUTPUT = batch_output()
+#: ``(pred, label, image)``: the images let the handlers check they evaluate D_Q.
+_CHECKED_OUTPUT = batch_output(image_key="image")
 
 
 class _AuditHandler(IgniteMetricHandler):
@@ -77,32 +78,41 @@ class _AuditHandler(IgniteMetricHandler):
 class KSCalibratedRatio(_AuditHandler):
     """rho_KS (Liu & Tsaftaris 2020, Eq. 4) of the evaluated model on D_Q.
 
+    By default the handler checks by content that the evaluation covered exactly D_Q
+    (the images come from the evaluator's output, ``image`` key), so a statistic over
+    the wrong samples is refused rather than reported.
+
     Args:
-        query_confidence: query shadow model's ground-truth confidences on D_Q.
-        calibration_confidence: calibration shadow model's ground-truth confidences on D_Q.
+        reference: what :meth:`monai_forget.audit.KSAuditor.fit_reference` returned (it
+            carries D_Q's content hashes), or the query shadow model's ground-truth
+            confidences on D_Q.
+        calibration_confidence: with confidences as ``reference``: the calibration shadow
+            model's ground-truth confidences on D_Q.
         from_logits: the evaluator's ``pred`` holds logits (apply a softmax first).
-        output_transform: extracts ``(y_pred, y[, images])`` from ``engine.state.output``.
+        output_transform: extracts ``(y_pred, y, images)`` from ``engine.state.output``.
         save_details: store the per-sample buffers in ``engine.state.metric_details``.
-        query_hashes: content hashes of D_Q: check the evaluated samples are D_Q.
-        on_mismatch: ``"error"`` or ``"warn"`` when they are not.
+        query_hashes: content hashes of D_Q (default: the reference's).
+        on_mismatch: ``"error"`` or ``"warn"`` when the evaluated samples are not D_Q.
         on_extra: evaluated samples outside D_Q are an ``"error"``, or ``"ignore"``d
             (an evaluation over the reference-model audit set).
+        check_query: ``False`` runs without the check, for data that cannot be hashed.
     """
 
     def __init__(
         self,
-        query_confidence: Any,
-        calibration_confidence: Any,
+        reference: Any,
+        calibration_confidence: Any = None,
         from_logits: bool = False,
-        output_transform: Callable = _DEFAULT_OUTPUT,
+        output_transform: Callable = _CHECKED_OUTPUT,
         save_details: bool = False,
         query_hashes: Sequence[str] | None = None,
         on_mismatch: str = "error",
         on_extra: str = "error",
+        check_query: bool = True,
     ) -> None:
         metric = KSCalibratedRatioMetric(
-            query_confidence, calibration_confidence, from_logits, query_hashes, on_mismatch,
-            on_extra,
+            reference, calibration_confidence, from_logits, query_hashes, on_mismatch,
+            on_extra, check_query,
         )  # fmt: skip
         super().__init__(
             metric_fn=metric, output_transform=output_transform, save_details=save_details
@@ -112,31 +122,39 @@ class KSCalibratedRatio(_AuditHandler):
 class EMAPValue(_AuditHandler):
     """rho_EMA (Huang, Li & Li 2021, Alg. 2) of the evaluated model on D_Q.
 
+    By default the handler checks by content that the evaluation covered exactly D_Q, as
+    :class:`KSCalibratedRatio` does.
+
     Args:
-        thresholds: per-class thresholds from :meth:`monai_forget.audit.EMAAuditor.fit_reference`
-            (or their ``to_dict()`` form).
-        test: ``"welch"`` or ``"student"``.
+        reference: what :meth:`monai_forget.audit.EMAAuditor.fit_reference` returned
+            (fitted with D_Q, it carries D_Q's content hashes), or the per-class
+            thresholds alone (:class:`EMAThresholds` or their ``to_dict()`` form).
+        test: ``"welch"`` or ``"student"`` (default: the reference's, else Welch).
         from_logits: the evaluator's ``pred`` holds logits (apply a softmax first).
-        output_transform: extracts ``(y_pred, y[, images])`` from ``engine.state.output``.
+        output_transform: extracts ``(y_pred, y, images)`` from ``engine.state.output``.
         save_details: store the per-sample buffers in ``engine.state.metric_details``.
-        query_hashes: content hashes of D_Q: check the evaluated samples are D_Q.
-        on_mismatch: ``"error"`` or ``"warn"`` when they are not.
+        query_hashes: content hashes of D_Q (default: the reference's).
+        on_mismatch: ``"error"`` or ``"warn"`` when the evaluated samples are not D_Q.
         on_extra: evaluated samples outside D_Q are an ``"error"``, or ``"ignore"``d
             (an evaluation over the reference-model audit set).
+        check_query: ``False`` runs without the check, for data that cannot be hashed.
     """
 
     def __init__(
         self,
-        thresholds: EMAThresholds | dict[str, Any],
-        test: TestName = "welch",
+        reference: EMAReference | EMAThresholds | dict[str, Any],
+        test: TestName | None = None,
         from_logits: bool = False,
-        output_transform: Callable = _DEFAULT_OUTPUT,
+        output_transform: Callable = _CHECKED_OUTPUT,
         save_details: bool = False,
         query_hashes: Sequence[str] | None = None,
         on_mismatch: str = "error",
         on_extra: str = "error",
+        check_query: bool = True,
     ) -> None:
-        metric = EMAPValueMetric(thresholds, test, from_logits, query_hashes, on_mismatch, on_extra)
+        metric = EMAPValueMetric(
+            reference, test, from_logits, query_hashes, on_mismatch, on_extra, check_query
+        )
         super().__init__(
             metric_fn=metric, output_transform=output_transform, save_details=save_details
         )
@@ -167,7 +185,7 @@ class ReferenceModelAudit(_AuditHandler):
         reference: RefModelReference | dict[str, Any],
         from_logits: bool = False,
         margin: float | None = None,
-        output_transform: Callable = batch_output(image_key="image"),  # noqa: B008
+        output_transform: Callable = _CHECKED_OUTPUT,
     ) -> None:
         super().__init__(
             metric_fn=ReferenceModelAuditMetric(reference, from_logits, margin),

@@ -28,6 +28,12 @@ class AuditMetric(BatchBuffered, CumulativeIterationMetric):
         on_mismatch: ``"error"`` or ``"warn"`` when they were not.
         on_extra: evaluated samples outside the audited set are an ``"error"``, or are
             ``"ignore"``d (the evaluation ran over a larger set).
+        check_query: the check is on by default, since a statistic over the wrong
+            samples (40 of 150, another provider) looks like any other; ``False`` runs
+            without it, for data that cannot be hashed (``query_hashes`` is then unused).
+
+    Raises:
+        ValueError: the check is on but no ``query_hashes`` were given.
     """
 
     statistic = "the audit statistic"
@@ -38,11 +44,19 @@ class AuditMetric(BatchBuffered, CumulativeIterationMetric):
         query_hashes: Sequence[str] | None = None,
         on_mismatch: str = "error",
         on_extra: str = "error",
+        check_query: bool = True,
     ) -> None:
         super().__init__()
         self.from_logits = from_logits
         self.check = None
-        if query_hashes is not None:
+        if check_query and query_hashes is None:
+            raise ValueError(
+                f"{type(self).__name__} checks by content that the evaluated samples are the "
+                "audited ones: pass query_hashes=query.sample_hashes (a reference from the "
+                "auditor's fit_reference(query, ...) carries them), or check_query=False to "
+                "evaluate without the check"
+            )
+        if check_query:
             self.check = QueryCheck(query_hashes, on_mismatch=on_mismatch, on_extra=on_extra)
 
     def _compute_tensor(  # type: ignore[override]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -41,27 +42,39 @@ class EMAPValueMetric(AuditMetric):
     """Accumulates the target's outputs over an evaluation of D_Q and returns rho_EMA.
 
     Args:
-        thresholds: an :class:`EMAThresholds` or its ``to_dict()`` form (bundle configs).
-        test: ``"welch"`` or ``"student"``.
+        reference: what :meth:`monai_forget.audit.EMAAuditor.fit_reference` returned (it
+            carries D_Q's content hashes when fitted with D_Q; its test and alpha are
+            used), or the thresholds alone: an :class:`EMAThresholds` or its
+            ``to_dict()`` form (bundle configs).
+        test: ``"welch"`` or ``"student"`` (default: the reference's, else Welch).
         from_logits: apply a softmax to ``y_pred`` first.
-        query_hashes: content hashes of D_Q, to check the evaluated samples are D_Q.
+        query_hashes: content hashes of D_Q, to check the evaluated samples are D_Q
+            (default: the reference's).
         on_mismatch: ``"error"`` or ``"warn"`` when they are not.
         on_extra: samples outside D_Q are an ``"error"`` or ``"ignore"``d.
+        check_query: ``False`` evaluates without the check (see :class:`AuditMetric`).
     """
 
     statistic = "rho_EMA"
 
     def __init__(
         self,
-        thresholds: EMAThresholds | dict[str, Any],
-        test: TestName = "welch",
+        reference: EMAReference | EMAThresholds | dict[str, Any],
+        test: TestName | None = None,
         from_logits: bool = False,
         query_hashes: Sequence[str] | None = None,
         on_mismatch: str = "error",
         on_extra: str = "error",
+        check_query: bool = True,
     ) -> None:
-        super().__init__(from_logits, query_hashes, on_mismatch, on_extra)
-        self.reference = EMAReference.from_dict({"thresholds": thresholds, "test": test})
+        if isinstance(reference, EMAReference):
+            hashes = query_hashes if query_hashes is not None else reference.query_hashes
+            reference = replace(reference, test=test or reference.test)
+        else:
+            hashes = query_hashes
+            reference = EMAReference.from_dict({"thresholds": reference, "test": test or "welch"})
+        super().__init__(from_logits, hashes, on_mismatch, on_extra, check_query)
+        self.reference = reference
 
     @property
     def thresholds(self) -> EMAThresholds:

@@ -47,27 +47,43 @@ class KSCalibratedRatioMetric(AuditMetric):
     ``last_ratio``.
 
     Args:
-        query_confidence: query shadow model's ground-truth confidences on D_Q.
-        calibration_confidence: calibration shadow model's ground-truth confidences on D_Q.
+        reference: what :meth:`monai_forget.audit.KSAuditor.fit_reference` returned (it
+            carries D_Q's content hashes), or the query shadow model's ground-truth
+            confidences on D_Q.
+        calibration_confidence: with confidences as ``reference``: the calibration shadow
+            model's ground-truth confidences on D_Q.
         from_logits: apply a softmax to ``y_pred`` first.
-        query_hashes: content hashes of D_Q, to check the evaluated samples are D_Q.
+        query_hashes: content hashes of D_Q, to check the evaluated samples are D_Q
+            (default: the reference's).
         on_mismatch: ``"error"`` or ``"warn"`` when they are not.
         on_extra: samples outside D_Q are an ``"error"`` or ``"ignore"``d.
+        check_query: ``False`` evaluates without the check (see :class:`AuditMetric`).
     """
 
     statistic = "rho_KS"
 
     def __init__(
         self,
-        query_confidence: Any,
-        calibration_confidence: Any,
+        reference: KSReference | Any,
+        calibration_confidence: Any = None,
         from_logits: bool = False,
         query_hashes: Sequence[str] | None = None,
         on_mismatch: str = "error",
         on_extra: str = "error",
+        check_query: bool = True,
     ) -> None:
-        super().__init__(from_logits, query_hashes, on_mismatch, on_extra)
-        self.reference = KSReference(query_confidence, calibration_confidence)
+        if not isinstance(reference, KSReference):
+            if calibration_confidence is None:
+                raise ValueError(
+                    "pass the KSReference of KSAuditor.fit_reference, or both shadow models' "
+                    "confidences on D_Q (query_confidence, calibration_confidence)"
+                )
+            reference = KSReference(reference, calibration_confidence)
+        elif calibration_confidence is not None:
+            raise ValueError("a KSReference holds both confidences: omit calibration_confidence")
+        hashes = query_hashes if query_hashes is not None else reference.query_hashes
+        super().__init__(from_logits, hashes, on_mismatch, on_extra, check_query)
+        self.reference = reference
         self.last_ratio: KSRatio | None = None
 
     def aggregate(self) -> float:  # type: ignore[override]

@@ -82,8 +82,10 @@ class QueryCheck:
             ]
         want, got = Counter(self.expected.tolist()), Counter(np.asarray(evaluated).tolist())
         missing = sum((want - got).values())
-        extra = sum((got - want).values())
-        repeated = sum(c - 1 for k, c in got.items() if c > 1 and k in want)
+        # A sample D_Q itself holds twice (data sets have exact duplicates) is evaluated
+        # twice; only evaluations beyond its count in D_Q are repeats.
+        repeated = sum(c - want[k] for k, c in got.items() if k in want and c > want[k])
+        foreign = sum(c for k, c in got.items() if k not in want)
         out = []
         if missing:
             out.append(
@@ -94,8 +96,8 @@ class QueryCheck:
             out.append(
                 f"{repeated} evaluation(s) repeated a sample (e.g. DistributedSampler padding)"
             )
-        if extra - repeated > 0 and self.on_extra == "error":
-            out.append(f"{extra - repeated} evaluated sample(s) are not in the audited {self.name}")
+        if foreign and self.on_extra == "error":
+            out.append(f"{foreign} evaluated sample(s) are not in the audited {self.name}")
         return out
 
     def check(self, evaluated: np.ndarray, statistic: str) -> np.ndarray:

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from monai_forget.cache import entry_hash, entry_lock, write_entry
-from monai_forget.fingerprint import model_fingerprint
+from monai_forget.fingerprint import image_hashes, model_fingerprint
 from monai_forget.segmentation.scores import SCORE_NAMES, SegmentationScores, segmentation_scores
 
 __all__ = ["LabelledSlices", "score_model"]
@@ -70,6 +70,13 @@ class LabelledSlices:
 
     def __len__(self) -> int:
         return len(self.images)
+
+    @property
+    def sample_hashes(self) -> np.ndarray:
+        """Each image's content hash (as :attr:`LabelledImages.sample_hashes
+        <monai_forget.data.LabelledImages.sample_hashes>`), for the handlers' check that
+        an evaluation covers these images."""
+        return np.concatenate([image_hashes(image[None]) for image in self.images])
 
     def fingerprint(self) -> str:
         """sha256 of every image and label (content, shape, order) and the ids."""

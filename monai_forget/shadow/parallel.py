@@ -14,6 +14,7 @@ import multiprocessing
 import pickle
 from collections.abc import Sequence
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING
 
 import torch
@@ -112,6 +113,14 @@ def train_in_pool(
                     bar.update(len(done))
                     for future in done:
                         future.result()  # raises the worker's error
+            except BrokenProcessPool as err:
+                raise RuntimeError(
+                    "a worker process training shadow/reference models ended abruptly. From "
+                    "a script, run the calls that train them under `if __name__ == "
+                    '"__main__":` (each worker imports the main script again and, without '
+                    "the guard, runs it); otherwise the worker was killed (out of memory?). "
+                    "workers=1 trains in this process"
+                ) from err
             finally:
                 for future in pending:
                     future.cancel()
