@@ -240,6 +240,80 @@ def test_cli_scan(cli_files, tmp_path, capsys):
     assert not (tmp_path / "x").exists()
 
 
+class _SigtermError(Exception):
+    """Stands for SIGTERM arriving during a chunk of passes."""
+
+
+def _interrupted(monkeypatch, after: int) -> list[int]:
+    """Make the scan's text passes die after ``after`` chunks; returns the chunk sizes run."""
+    import importlib
+
+    module = importlib.import_module("monai_forget.memorisation.leak_scan")  # not the function
+    original, sizes = module.text_divergences, []
+
+    def dying(model, images, clean, texts, **kwargs):
+        if len(sizes) == after:
+            raise _SigtermError
+        sizes.append(len(texts))
+        return original(model, images, clean, texts, **kwargs)
+
+    monkeypatch.setattr(module, "text_divergences", dying)
+    return sizes
+
+
+def test_an_interrupted_scan_resumes_where_it_stopped(probes, tmp_path, monkeypatch):
+    """Issue 34, item 7: a scan killed part way kept nothing. Its passes are saved chunk by
+    chunk; run again, it computes only what is left, with the same decoys, and gives
+    the uninterrupted scan's numbers; a checkpoint of another scan is refused."""
+    from monai_forget.memorisation.scan_passes import CHUNK
+
+    model, refs = knows("MARY"), [knows(), knows("BOB", gain=0.1)]
+    whole = leak_scan(model, probes, ROSTER, decoys=600, decoy_seed=5, references=refs)
+    checkpoint = tmp_path / "scan.partial.npz"
+    texts = len(ROSTER) + sum(len(n.texts) for n in whole.nulls)  # names and decoys
+    with monkeypatch.context() as patch:
+        _interrupted(patch, after=3)
+        with pytest.raises(_SigtermError):
+            leak_scan(model, probes, ROSTER, decoys=600, decoy_seed=5, references=refs,
+                      checkpoint=checkpoint)  # fmt: skip
+    assert checkpoint.is_file() and b"MARY" not in checkpoint.read_bytes()  # no name kept
+    with monkeypatch.context() as patch:
+        sizes = _interrupted(patch, after=10**6)
+        resumed = leak_scan(
+            model, probes, ROSTER, decoys=600, references=refs, checkpoint=checkpoint
+        )  # fmt: skip  (the decoy seed: the file's)
+    assert sum(sizes) == 3 * texts - 3 * CHUNK  # three models' passes, three chunks done
+    assert resumed.settings["decoy_seed"] == 5
+    assert [r.__dict__ for r in resumed.rows] == [r.__dict__ for r in whole.rows]
+    for a, b in zip(resumed.nulls, whole.nulls, strict=True):
+        assert a.texts == b.texts and np.array_equal(a.m, b.m)
+    with pytest.raises(ValueError, match="holds an interrupted scan of another model"):
+        leak_scan(knows("BOB"), probes, ROSTER, decoys=600, decoy_seed=5, checkpoint=checkpoint)
+
+
+def test_cli_scan_resumes_from_its_output_folder(cli_files, probes, tmp_path, monkeypatch, capsys):
+    """The command keeps the scan's progress in --out and, run again, resumes; the
+    progress file goes once the result is written."""
+    from monai_forget.cli.memorisation import PARTIAL_SCAN
+
+    out = tmp_path / "scan"
+    args = ["memorisation", "scan", *_model_args(cli_files), "--roster",
+            str(cli_files / "roster.csv"), "--decoys", "600", "--out", str(out)]  # fmt: skip
+    with monkeypatch.context() as patch:
+        _interrupted(patch, after=1)
+        with pytest.raises(_SigtermError):
+            main(args)
+    assert (out / PARTIAL_SCAN).is_file() and not (out / "leak_scan.json").exists()
+    capsys.readouterr()
+    assert main(args) == 0
+    assert "resuming the interrupted scan" in capsys.readouterr().err
+    assert not (out / PARTIAL_SCAN).exists()
+    record = json.loads((out / "leak_scan.json").read_text())
+    again = leak_scan(knows("MARY"), probes, ROSTER, decoys=600,
+                      decoy_seed=record["settings"]["decoy_seed"])  # fmt: skip
+    assert [r["m"] for r in record["rows"]] == [r.m for r in again.rows]
+
+
 def test_cli_errors_are_one_line(cli_files, tmp_path, capsys):
     args = [
         "memorisation",

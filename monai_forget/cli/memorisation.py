@@ -164,7 +164,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="level of the corrected p-values (default %(default)s)",
     )
     scan.add_argument(
-        "--out", required=True, help="output folder for leak_scan.json and leak_scan.html"
+        "--out",
+        required=True,
+        help="output folder for leak_scan.json and leak_scan.html; the scan saves its "
+        "progress there (leak_scan.partial.npz) and, run again after an interruption, "
+        "resumes from it",
     )
     parser.set_defaults(func=run)
 
@@ -198,6 +202,10 @@ def _options(args: argparse.Namespace, training) -> dict:
         "training_data": training,
         "progress": True,
     }
+
+
+#: The file in ``--out`` where a leak scan keeps its passes until its result is written.
+PARTIAL_SCAN = "leak_scan.partial.npz"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -248,6 +256,10 @@ def run(args: argparse.Namespace) -> int:
         check_writable(out_dir / name, args.overwrite)
     names = read_roster(args.roster, args.column)
     model, probes, training = _inputs(args)
+    # Saved as the scan goes: a killed scan, run again with the same command, resumes.
+    partial = out_dir / PARTIAL_SCAN
+    if partial.is_file():
+        print(f"resuming the interrupted scan saved in {partial}", file=sys.stderr)
     result = leak_scan(
         model,
         probes,
@@ -258,9 +270,11 @@ def run(args: argparse.Namespace) -> int:
         correction=args.correction,
         alpha=args.alpha,
         references=_references(args),
+        checkpoint=partial,
         **_options(args, training),
     )
     json_path, html_path = write_scan_report(result, out_dir, overwrite=args.overwrite)
+    partial.unlink()
     print(result.summary())
     print(f"result: {json_path}\nreport: {html_path}")
     sys.stdout.flush()

@@ -22,6 +22,7 @@ same again on each reference model.
 from __future__ import annotations
 
 import math
+import os
 import warnings
 import zlib
 from collections.abc import Sequence
@@ -47,6 +48,7 @@ from monai_forget.memorisation.passes import (
 )
 from monai_forget.memorisation.reference_scan import check_reference_count, relative_to_references
 from monai_forget.memorisation.roster import Roster, check_names, read_roster
+from monai_forget.memorisation.scan_passes import ScanCheckpoint, run_passes, scan_key
 from monai_forget.memorisation.significance import PAPER_TEST, TESTS, one_tailed_test
 from monai_forget.results import Result, package_versions
 from monai_forget.stats import benjamini_hochberg, bonferroni, kl_divergence
@@ -215,19 +217,19 @@ def _random_divergences(model, images, clean, feature, kind, seed, kwargs) -> np
     return kl_divergence(clean, predict_probs(carrying, images, "random-feature", **kwargs))
 
 
-def _text_scores(model, images, texts, features, random_feature, seed, kwargs, **stamp):
-    """Every text's divergences on ``model`` and each kind's random-control divergences."""
+def _controls(model, images, features, random_feature, seed, kwargs):
+    """``model``'s outputs on the clean probes and each kind's random-control divergences."""
     clean = predict_probs(model, images, "clean", **kwargs)
     d_random = {
         template: _random_divergences(model, images, clean, feature, random_feature, seed, kwargs)
         for template, feature in features.items()
     }
-    return text_divergences(model, images, clean, texts, **stamp, **kwargs), d_random
+    return clean, d_random
 
 
-def _m(d: np.ndarray, d_random: dict[str, np.ndarray], texts: Sequence[str]) -> np.ndarray:
+def _m(mean_d: np.ndarray, d_random: dict[str, np.ndarray], texts: Sequence[str]) -> np.ndarray:
     """Eq. 1 for every text: its mean divergence minus its kind's random control's."""
-    return d.mean(axis=1) - np.array([d_random[decoy_template(t)].mean() for t in texts])
+    return mean_d - np.array([d_random[decoy_template(t)].mean() for t in texts])
 
 
 def leak_scan(
@@ -251,6 +253,7 @@ def leak_scan(
     training_data: object | None = None,
     references: Sequence[torch.nn.Module] = (),
     progress: bool = False,
+    checkpoint: str | os.PathLike | None = None,
 ) -> LeakScanResult:
     """Score every candidate name against decoys, correct for multiple testing and rank.
 
@@ -278,11 +281,15 @@ def leak_scan(
             name does to any model of the design (random decoys are not exchangeable
             with every real name; :mod:`~.reference_scan`). One scan per reference.
         progress: show a progress bar over the names and decoys.
+        checkpoint: a file where the scan saves its passes as it goes, and from which an
+            interrupted scan of the same model, probes, roster and settings resumes (with
+            its decoy seed unless ``decoy_seed`` is given); delete it once the result is
+            kept (:mod:`~.scan_passes`).
 
     Raises:
         ValueError: bad names (empty, duplicates, characters outside the typeface, too
             long for the probes; named by their entry, not their content), a bad
-            test/correction/alpha/decoys, or bad probes.
+            test/correction/alpha/decoys, bad probes, or a checkpoint of another scan.
     """
     from monai_forget.fingerprint import data_fingerprint, model_fingerprint
     from monai_forget.memorisation.passes import probe_set
@@ -299,6 +306,9 @@ def leak_scan(
     if n_decoys < 1:
         raise ValueError(f"decoys must be at least 1, got {decoys}")
     check_reference_count(len(references))
+    saved = ScanCheckpoint(checkpoint) if checkpoint is not None else None
+    if decoy_seed is None:  # an interrupted scan resumes with its own decoys
+        decoy_seed = saved.decoy_seed() if saved is not None else None
     decoy_seed = fresh_seed() if decoy_seed is None else int(decoy_seed)
     if training_data is not None:
         warn_if_in_distribution(images, training_data)
@@ -313,18 +323,36 @@ def leak_scan(
             )
     texts = list(names) + [t for v in decoy_texts.values() for t in v]
     stamp = dict(position=position, scale=scale, value=value)
-    d, d_random = _text_scores(
-        model, images, texts, features, random_feature, seed, kwargs, progress=progress, **stamp
+    models = [model, *references]
+    fingerprints = [model_fingerprint(m) for m in models]
+    probes_fingerprint = data_fingerprint(probe_set(images))
+    key = scan_key(
+        {
+            "models": fingerprints,
+            "probes": probes_fingerprint,
+            **stamp,
+            "outputs": outputs,
+            "random_feature": random_feature,
+            "seed": int(seed),
+        },
+        texts,
     )
-    statistic, m_refs = _m(d, d_random, texts), np.zeros(len(texts))
-    if references:  # the same texts, controls and probes on every model
-        reference_m = [
-            _m(*_text_scores(r, images, texts, features, random_feature, seed, kwargs, **stamp),
-               texts)
-            for r in references
-        ]  # fmt: skip
+    # The same texts, controls and probes on every model.
+    controls = [_controls(m, images, features, random_feature, seed, kwargs) for m in models]
+
+    def divergences(index: int, chunk: Sequence[str]) -> np.ndarray:
+        clean = controls[index][0]
+        return text_divergences(models[index], images, clean, chunk, **stamp, **kwargs)
+
+    passes = run_passes(
+        models, texts, len(names), len(images), divergences, decoy_seed, key, saved, progress
+    )
+    statistic = _m(passes.means[0], controls[0][1], texts)
+    m_refs = np.zeros(len(texts))
+    if references:
+        reference_m = [_m(passes.means[k], controls[k][1], texts) for k in range(1, len(models))]
         statistic, m_refs = relative_to_references(statistic, reference_m, texts, len(names))
-    mean_d = d.mean(axis=1)
+    mean_d = passes.means[0]
     nulls, offset = [], len(names)
     for template, dt in decoy_texts.items():
         m = statistic[offset : offset + len(dt)]
@@ -335,9 +363,10 @@ def leak_scan(
     per_name = []
     for i, name in enumerate(names):
         template = decoy_template(name)
-        dr = d_random[template]
+        dr = controls[0][1][template]
         calibrated = decoy_test(statistic[i], null_of[template].m)
-        per_name.append((calibrated, one_tailed_test(d[i], dr, test), dr.mean()))
+        row = passes.name_rows[i]
+        per_name.append((calibrated, one_tailed_test(row, dr, test), dr.mean()))
     pvalues = np.array([c.pvalue for c, _, _ in per_name])
     adjusted = {"bh": benjamini_hochberg, "bonferroni": bonferroni}.get(correction, np.copy)(
         pvalues
@@ -386,9 +415,9 @@ def leak_scan(
         "references": len(references),
     }
     provenance = {
-        "model_fingerprint": model_fingerprint(model),
-        "reference_fingerprints": [model_fingerprint(r) for r in references],
-        "probes_fingerprint": data_fingerprint(probe_set(images)),
+        "model_fingerprint": fingerprints[0],
+        "reference_fingerprints": fingerprints[1:],
+        "probes_fingerprint": probes_fingerprint,
         "seed": int(seed),
         "decoy_seed": decoy_seed,
         "versions": package_versions(),
