@@ -103,3 +103,40 @@ def test_the_packaged_error_rates_are_the_committed_benchmark_tables():
             assert column.startswith(cell[decision]), (key, decision, column, cell[decision])
         checked[design] += 1
     assert checked["population"] >= 2 * 35 and checked["paired"] >= 10, checked
+
+
+def _count_cell(text: str) -> tuple[int, int, tuple[int, int]]:
+    """``"3/20 (15%; 3-38%)"`` or ``"1/20 (5 %; 0-25 %)"`` -> (3, 20, (3, 38))."""
+    import re
+
+    found = re.match(r"(\d+)/(\d+) \(\d+ ?%; (\d+)-(\d+) ?%\)", text.strip())
+    assert found, f"not a count with its interval: {text!r}"
+    k, n, low, high = (int(g) for g in found.groups())
+    return k, n, (low, high)
+
+
+def test_the_packaged_false_alarm_rates_are_the_committed_benchmark_tables():
+    """Issue 37, item 2: the leak-scan report quotes measured false alarms from one data
+    file; each row must be the control-scan cell of the results table it names (count,
+    scans and the 95 % interval as the table rounds it)."""
+    import json
+
+    from monai_forget.memorisation.report import MEASURED_FALSE_ALARMS
+
+    packaged = json.loads(
+        (REPO / "monai_forget" / "memorisation" / "measured_false_alarms.json").read_text()
+    )["rows"]
+    assert [dict(r, interval=tuple(r["interval"])) for r in packaged] == [
+        dict(r, interval=tuple(r["interval"])) for r in MEASURED_FALSE_ALARMS
+    ]
+    for row in packaged:
+        table = (REPO / row["source"].split(",")[0]).read_text(encoding="utf-8")
+        if row["references"]:  # leak_scan_references.md: the "with references" arm
+            line = next(x for x in table.splitlines() if x.startswith("| with references |"))
+            cell = line.split(" | ")[3]
+        else:  # the control-models row, the column of the row's correction
+            line = next(x for x in table.splitlines() if x.startswith("| control models"))
+            cell = line.split(" | ")[3 if row["correction"] == "bh" else 4]
+        k, n, (low, high) = _count_cell(cell)
+        assert (row["flagged"], row["scans"]) == (k, n), (row["source"], cell)
+        assert [round(100 * x) for x in row["interval"]] == [low, high], (row["source"], cell)
