@@ -226,3 +226,22 @@ def test_functional_group_windows_decide_white(tmp_path, per_frame, expected):
     assert record["value"] == [expected]
     out = frames_of(pydicom.dcmread(tmp_path / "out.dcm"))[0, ..., 0]
     assert (out[1:6, 1:6][render_text("A")] == expected).all()
+
+
+def test_the_pixel_data_check_runs_once_per_file(tmp_path, monkeypatch):
+    """Issue 37, item 4: reading and planning a file both checked its pixel data."""
+    import importlib
+
+    from monai_forget.dicom import inject_any
+
+    calls = []
+    for name in ("monai_forget.dicom.decode", "monai_forget.dicom.inject"):
+        module = importlib.import_module(name)
+        original = module.check_pixel_data
+        monkeypatch.setattr(
+            module, "check_pixel_data",
+            lambda ds, path="<dataset>", _f=original: calls.append(str(path)) or _f(ds, path),
+        )  # fmt: skip
+    src = Path(real_file("CT_small.dcm"))
+    inject_any(src, tmp_path / "o.dcm", BurnInOptions(text="A"))
+    assert calls == [str(src)]  # once, naming the file

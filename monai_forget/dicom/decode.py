@@ -39,8 +39,10 @@ SUPPORTED_PHOTOMETRIC = {
 }
 
 
-def read_dataset(path: str | os.PathLike) -> Dataset:
-    """Read ``path`` as DICOM, refusing non-DICOM files and missing pixel data.
+def read_dataset(path: str | os.PathLike, *, check_pixels: bool = True) -> Dataset:
+    """Read ``path`` as DICOM, refusing non-DICOM files and (``check_pixels``) pixel data
+    the injector cannot edit (:func:`check_pixel_data`; off for a caller that plans the
+    burn-in next, which checks it once).
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
@@ -56,7 +58,8 @@ def read_dataset(path: str | os.PathLike) -> Dataset:
             f"{path} is not a readable DICOM file ({err.__class__.__name__}); "
             "the injector needs a DICOM Part 10 file with a 'DICM' preamble"
         ) from err
-    check_pixel_data(ds, path)
+    if check_pixels:
+        check_pixel_data(ds, path)
     return ds
 
 

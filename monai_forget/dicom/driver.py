@@ -40,7 +40,7 @@ Planner = Callable[[Path, Path, BurnInOptions], Plan]
 
 
 def _plan_dicom(src: Path, dst: Path, options: BurnInOptions) -> Plan:
-    return plan_dataset(read_dataset(src), options)
+    return plan_dataset(read_dataset(src, check_pixels=False), options, source=src)
 
 
 def planner_for(path: str | os.PathLike) -> Planner:

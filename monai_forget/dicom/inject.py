@@ -9,6 +9,7 @@ dataset. A refused option therefore leaves the dataset exactly as it was.
 from __future__ import annotations
 
 import io
+import os
 import struct
 from dataclasses import dataclass, field
 
@@ -138,17 +139,20 @@ class DicomPlan:
         )
 
 
-def plan_dataset(ds: Dataset, options: BurnInOptions | None = None) -> DicomPlan:
-    """Check a burn-in into ``ds`` from its header; ``ds`` is not changed.
+def plan_dataset(
+    ds: Dataset, options: BurnInOptions | None = None, *, source: str | os.PathLike = "<dataset>"
+) -> DicomPlan:
+    """Check a burn-in into ``ds`` from its header; ``ds`` is not changed. ``source``
+    names it in errors (the file it was read from).
 
     Raises:
         InjectionError: unsupported data, missing identity, bad frames or text, or a
             text box that does not fit.
     """
     options = options or BurnInOptions()
-    check_pixel_data(ds)
-    text, source = _resolve_text(ds, options)
-    placement = place_text(text, source, options, int(ds.Rows), int(ds.Columns))
+    check_pixel_data(ds, source)
+    text, text_source = _resolve_text(ds, options)
+    placement = place_text(text, text_source, options, int(ds.Rows), int(ds.Columns))
     n_frames = int(ds.get("NumberOfFrames", 1) or 1)
     frames = check_frames(options.frames, n_frames)
     missing = [k for k in ("SOPClassUID", "SOPInstanceUID") if not ds.get(k)]
