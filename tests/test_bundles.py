@@ -331,3 +331,46 @@ def test_verify_net_in_out(bundle: str) -> None:
         config_file=str(root / "inference.json"),
         device="cpu",
     )
+
+
+def test_training_summary_names_the_epoch_the_saved_model_is(tmp_path) -> None:
+    """Issue 34, item 9: the segmentation bundle saves the last epoch's weights, but its
+    model_train.json gave the best validation epoch as the checkpoint's (1 for a model
+    of epoch 2). The summary says which epoch the file is, and keeps the best apart."""
+    from types import SimpleNamespace
+
+    from monai_forget.bundles import save_training_summary
+
+    trainer = SimpleNamespace(
+        state=SimpleNamespace(epoch=2, iteration=6, epoch_length=3, times={}, metrics={})
+    )
+    evaluator = SimpleNamespace(
+        state=SimpleNamespace(
+            metrics={"val_mean_dice": 0.4}, best_metric_epoch=1, key_metric_name="val_mean_dice",
+            best_metric=0.5,
+        )
+    )  # fmt: skip
+    last = save_training_summary(tmp_path / "last.json", trainer, evaluator)
+    assert last["checkpoint"] == {"file": None, "selection": "last", "epoch": 2}
+    assert last["best_validation"]["epoch"] == 1 and last["best_validation"]["value"] == 0.5
+    model = tmp_path / "model.pt"
+    model.write_bytes(b"weights")
+    best = save_training_summary(tmp_path / "best.json", trainer, evaluator, checkpoint=model)
+    assert best["checkpoint"]["selection"] == "best" and best["checkpoint"]["epoch"] == 1
+    assert json.loads((tmp_path / "last.json").read_text())["checkpoint"]["epoch"] == 2
+
+
+def test_segmentation_eval_metrics_are_the_measured_figures() -> None:
+    """The segmentation bundle's metadata quotes the full profile's test Dice and HD95 as
+    the benchmark's results table gives them (the ED+ES row)."""
+    root = Path(__file__).resolve().parents[1]
+    metadata = json.loads(
+        (root / "bundles" / "acdc_segmentation" / "configs" / "metadata.json").read_text()
+    )
+    table = (root / "benchmarks" / "results" / "acdc_pipeline.md").read_text()
+    full = table.split("full profile, seed 0")[1].split("## ")[0]
+    row = next(x for x in full.splitlines() if x.startswith("| ED+ES |"))
+    cells = [float(c) for c in row.strip(" |").split(" | ")[2:]]
+    names = ["dice_rv", "dice_myo", "dice_lv", "mean_dice", "hd95_rv_pixels",
+             "hd95_myo_pixels", "hd95_lv_pixels"]  # fmt: skip
+    assert metadata["eval_metrics"] == dict(zip(names, cells, strict=True))

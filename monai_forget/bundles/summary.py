@@ -28,6 +28,9 @@ def save_training_summary(
         path: the JSON file (written atomically).
         trainer: the finished ``SupervisedTrainer``.
         evaluator: its validation evaluator, if any (last validation metrics, best epoch).
+            ``checkpoint`` says which epoch the saved model is: the best validation
+            epoch when ``checkpoint`` is given, else the last (the best is then
+            recorded apart, under ``best_validation``).
         datalist: the training entries (counts per provider and class are recorded).
         checkpoint: the model file MONAI's ``CheckpointSaver`` wrote at the best
             validation epoch; it must exist.
@@ -53,13 +56,16 @@ def save_training_summary(
     }
     if evaluator is not None and evaluator.state is not None:
         record["validation_metrics"] = {k: jsonable(v) for k, v in evaluator.state.metrics.items()}
-        state = evaluator.state
-        record["checkpoint"] = {
-            "file": None if checkpoint is None else str(checkpoint),
-            "epoch": int(getattr(state, "best_metric_epoch", -1)),
-            "key_metric": getattr(state, "key_metric_name", None),
-            "value": jsonable(getattr(state, "best_metric", None)),
+        best = {
+            "epoch": int(getattr(evaluator.state, "best_metric_epoch", -1)),
+            "key_metric": getattr(evaluator.state, "key_metric_name", None),
+            "value": jsonable(getattr(evaluator.state, "best_metric", None)),
         }
+        if checkpoint is not None:  # CheckpointSaver kept the best validation epoch
+            record["checkpoint"] = {"file": str(checkpoint), "selection": "best", **best}
+        else:  # the caller saves the last epoch's weights: say so, and keep the best apart
+            record["checkpoint"] = {"file": None, "selection": "last", "epoch": int(state.epoch)}
+            record["best_validation"] = best
     if datalist is not None:
         sites: dict[str, int] = defaultdict(int)
         labels: dict[str, int] = defaultdict(int)
