@@ -356,6 +356,17 @@ class BoundedRunTests:
         print(f"{bounded_run['bundle']}: saved epoch {saved['epoch']} of {summary['epochs']}, "
               f"{saved['key_metric']} {saved['value']:.4f} (last epoch {last:.4f})")  # fmt: skip
 
+    def test_multi_process_training_keeps_the_single_process_budget(self, bounded_run: dict):
+        """Issue 34, item 9: the multi-GPU config sampled one pass over the data per epoch,
+        dropping steps_per_epoch; its 2 processes now share the same images per epoch."""
+        import math
+
+        root, design = bounded_run["root"], BOUNDED[bounded_run["bundle"]]["design"]
+        single = json.loads((root / "models" / "model_train.json").read_text())
+        ddp = json.loads((root / "models" / "model_ddp_train.json").read_text())
+        assert single["iterations_per_epoch"] == design["steps_per_epoch"]
+        assert ddp["iterations_per_epoch"] == math.ceil(design["steps_per_epoch"] / 2)
+
     def test_bounded_run_has_the_monai_workflow_properties(
         self, bounded_run: dict, tmp_path: Path
     ) -> None:
