@@ -1,0 +1,140 @@
+"""What a leak scan found, and how it reads: one row per candidate name, the decoys'
+null per kind of name, and the ranked result with its summary and JSON record
+(:func:`~monai_forget.memorisation.leak_scan.leak_scan` computes it)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from monai_forget.results import Result
+
+__all__ = ["DecoyNull", "LeakScanResult", "NameResult"]
+
+
+@dataclass(frozen=True)
+class NameResult:
+    """One candidate name's score, calibrated test and standing in the scan.
+
+    ``m`` is the statistic ranked among the decoys: M (Eq. 1) on the audited model; with
+    reference models, that M minus ``m_references`` (their mean for the text), both in
+    units of each model's decoys, over their spread for the text (0 without them).
+    ``pvalue`` is the calibrated (decoy) p-value, ``pvalue_adjusted`` its correction
+    over the roster and ``significant`` whether that is below alpha; ``test_statistic``
+    and ``test_pvalue`` are the uncalibrated t-test's (the paper's) on the model alone.
+    """
+
+    rank: int
+    name: str
+    m: float
+    pvalue: float
+    pvalue_adjusted: float
+    significant: bool
+    exposure: float
+    decoys_at_or_above: int
+    n_decoys: int
+    test_statistic: float
+    test_pvalue: float
+    mean_d_unique: float
+    mean_d_random: float
+    m_references: float = 0.0
+
+
+@dataclass(frozen=True)
+class DecoyNull:
+    """The decoys of one kind of name (``template``, see ``decoy_template``) and their
+    statistic (M, relative to the reference models when the scan has them)."""
+
+    template: str
+    texts: tuple[str, ...]
+    m: np.ndarray = field(repr=False)
+
+
+@dataclass(frozen=True)
+class LeakScanResult(Result):
+    """The ranked scan. Rows are sorted by calibrated p-value (ties: larger M first).
+
+    Attributes:
+        rows: one :class:`NameResult` per name, best-ranked first.
+        test: the uncalibrated t-test reported beside the calibrated p (the paper's).
+        correction: ``"bh"``, ``"bonferroni"`` or ``"none"`` (on the calibrated p).
+        alpha: level below which an adjusted p-value is evidence of memorisation.
+        n_probes: number of probes.
+        nulls: the decoys of each kind of name and their M.
+        settings: feature placement, controls, decoys and their seed.
+        provenance: model and probe fingerprints, package versions, seeds.
+    """
+
+    rows: tuple[NameResult, ...]
+    test: str
+    correction: str
+    alpha: float
+    n_probes: int
+    nulls: tuple[DecoyNull, ...] = ()
+    settings: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def top(self) -> NameResult:
+        """The best-ranked name."""
+        return self.rows[0]
+
+    def significant_names(self) -> list[str]:
+        """Names whose adjusted calibrated p-value is below ``alpha``, in rank order."""
+        return [r.name for r in self.rows if r.significant]
+
+    def rank_of(self, name: str) -> int:
+        """The rank (1 = first) of ``name``."""
+        for r in self.rows:
+            if r.name == name:
+                return r.rank
+        raise KeyError("that name was not scanned (the roster holds no such entry)")
+
+    def summary(self, top: int = 10) -> str:
+        """A plain-text table of the ``top`` best-ranked names."""
+        sig = self.significant_names()
+        head = (
+            f"leak scan of {len(self.rows)} names on {self.n_probes} probes against "
+            f"{self.settings.get('decoys_per_kind')} decoys per kind of name, "
+            f"{self.correction} correction, alpha {self.alpha}: "
+            + (
+                f"evidence of memorisation for {len(sig)} ({', '.join(sig[:5])}"
+                + (", ..." if len(sig) > 5 else "")
+                + ")"
+                if sig
+                else "no evidence of memorisation for any name"
+            )
+        )
+        lines = [
+            head,
+            f"{'rank':>4}  {'name':20s} {'M':>11} {'exposure':>8} {'p':>10} {'p adj':>10} "
+            f"{self.test + ' p':>12}",
+        ]
+        for r in self.rows[:top]:
+            mark = " *" if r.significant else ""
+            lines.append(
+                f"{r.rank:4d}  {r.name:20s} {r.m:11.4g} {r.exposure:8.2f} {r.pvalue:10.3g} "
+                f"{r.pvalue_adjusted:10.3g} {r.test_pvalue:12.3g}{mark}"
+            )
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly record (the decoys with their M under ``decoys``)."""
+        return {
+            "method": "unique-feature memorisation leak scan (Hartley & Tsaftaris 2022, Eq. 1) "
+            "calibrated on decoys (exposure, Carlini et al. 2019)",
+            "test": self.test,
+            "correction": self.correction,
+            "alpha": self.alpha,
+            "n_probes": self.n_probes,
+            "settings": self.settings,
+            "provenance": self.provenance,
+            "significant": self.significant_names(),
+            "rows": [asdict(r) for r in self.rows],
+            "decoys": [
+                {"template": d.template, "texts": list(d.texts), "m": d.m.tolist()}
+                for d in self.nulls
+            ],
+        }
