@@ -149,3 +149,23 @@ def test_a_query_set_holding_exact_duplicates_is_whole_when_each_copy_is_evaluat
         _evaluate(setup, once_more, handler())
     with pytest.raises(ValueError, match=r"1 of the 202 samples .* were not evaluated"):
         _evaluate(setup, query.concat(query.subset(slice(0, 1))), handler())
+
+
+def test_a_batch_is_hashed_once_for_every_handler_but_again_when_changed() -> None:
+    """The handlers sharing one output transform hash each batch once (the overhead
+    target); a batch changed in place since is hashed again, never answered from the
+    cache."""
+    from monai_forget.fingerprint import image_hashes
+    from monai_forget.metrics.query_check import hash_ids, image_ids
+
+    batch = torch.rand(3, 1, 4, 4)
+    first = image_ids(batch)
+    assert torch.equal(image_ids(batch), first)
+    batch[0] += 1.0
+    changed = image_ids(batch)
+    expected = torch.from_numpy(hash_ids(image_hashes(batch.numpy())))
+    assert torch.equal(changed, expected) and not torch.equal(changed[:1], first[:1])
+    transform = batch_output(image_key="image")
+    output = [{"pred": torch.zeros(2), "label": torch.tensor(1), "image": batch[i]}
+              for i in range(3)]  # fmt: skip
+    assert transform(output) is transform(output)  # one stacking for every handler

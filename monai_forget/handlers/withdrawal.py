@@ -53,9 +53,14 @@ def batch_output(
     """
     keys = [pred_key, label_key] + ([image_key] if image_key else [])
     select = from_engine(keys)
+    last: list[Any] = [None, None]  # (output, batch): the handlers sharing this transform
 
     def transform(output: Any) -> tuple[Any, ...]:
-        return tuple(_as_batch(v) for v in select(output))
+        # Every handler built with this transform gets the same output per iteration:
+        # stack it once (and so hash its images once, see image_ids).
+        if last[0] is not output:
+            last[:] = [output, tuple(_as_batch(v) for v in select(output))]
+        return last[1]
 
     return transform
 

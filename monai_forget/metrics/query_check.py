@@ -37,12 +37,26 @@ def hash_ids(hashes: Sequence[str] | np.ndarray) -> np.ndarray:
     return out
 
 
+_LAST: list[Any] = [None, -1, None]  # (images, their version, ids) of the last batch hashed
+
+
 def image_ids(images: Any) -> torch.Tensor:
-    """Ids of a batch of images ``(B, C, H, W)``, hashed as float32 like the audit's data."""
+    """Ids of a batch of images ``(B, C, H, W)``, hashed as float32 like the audit's data.
+
+    The last batch's ids are kept: handlers sharing one output transform get the very
+    same tensor (held here, so its identity cannot be reused), hashed once; a tensor
+    changed in place since (its version counter moved) is hashed again.
+    """
+    if _LAST[0] is images and _LAST[1] == images._version:  # not changed in place since
+        return _LAST[2].clone()
+    given = images
     if isinstance(images, (list, tuple)):
         images = torch.stack([torch.as_tensor(i) for i in images])
     array = torch.as_tensor(images).detach().cpu().numpy().astype(np.float32, copy=False)
-    return torch.from_numpy(hash_ids(image_hashes(array)))
+    ids = torch.from_numpy(hash_ids(image_hashes(array)))
+    if isinstance(given, torch.Tensor):
+        _LAST[:] = [given, given._version, ids]
+    return ids.clone()
 
 
 class QueryCheck:
