@@ -53,14 +53,17 @@ def batch_output(
     """
     keys = [pred_key, label_key] + ([image_key] if image_key else [])
     select = from_engine(keys)
-    last: list[Any] = [None, None]  # (output, batch): the handlers sharing this transform
+    last: list[tuple[Any, tuple[Any, ...]] | None] = [None]  # (output, batch), one cell
 
     def transform(output: Any) -> tuple[Any, ...]:
         # Every handler built with this transform gets the same output per iteration:
-        # stack it once (and so hash its images once, see image_ids).
-        if last[0] is not output:
-            last[:] = [output, tuple(_as_batch(v) for v in select(output))]
-        return last[1]
+        # stack it once (and so hash its images once, see image_ids). The pair is read
+        # and replaced whole, so evaluators in other threads never mix two batches.
+        entry = last[0]
+        if entry is None or entry[0] is not output:
+            entry = (output, tuple(_as_batch(v) for v in select(output)))
+            last[0] = entry
+        return entry[1]
 
     return transform
 

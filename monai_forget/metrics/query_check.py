@@ -37,7 +37,7 @@ def hash_ids(hashes: Sequence[str] | np.ndarray) -> np.ndarray:
     return out
 
 
-_LAST: list[Any] = [None, -1, None]  # (images, their version, ids) of the last batch hashed
+_last: tuple[torch.Tensor, int, torch.Tensor] | None = None  # (images, version, ids)
 
 
 def image_ids(images: Any) -> torch.Tensor:
@@ -45,17 +45,20 @@ def image_ids(images: Any) -> torch.Tensor:
 
     The last batch's ids are kept: handlers sharing one output transform get the very
     same tensor (held here, so its identity cannot be reused), hashed once; a tensor
-    changed in place since (its version counter moved) is hashed again.
+    changed in place since (its version counter moved) is hashed again. The entry is
+    read and replaced whole, so threads never pair one batch with another's ids.
     """
-    if _LAST[0] is images and _LAST[1] == images._version:  # not changed in place since
-        return _LAST[2].clone()
+    global _last
+    entry = _last
+    if entry is not None and entry[0] is images and entry[1] == images._version:
+        return entry[2].clone()
     given = images
     if isinstance(images, (list, tuple)):
         images = torch.stack([torch.as_tensor(i) for i in images])
     array = torch.as_tensor(images).detach().cpu().numpy().astype(np.float32, copy=False)
     ids = torch.from_numpy(hash_ids(image_hashes(array)))
     if isinstance(given, torch.Tensor):
-        _LAST[:] = [given, given._version, ids]
+        _last = (given, given._version, ids)
     return ids.clone()
 
 
