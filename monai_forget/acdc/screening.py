@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from monai_forget.acdc.volumes import _where, read_volume
+from monai_forget.acdc.volumes import read_volume, where
 
 __all__ = ["VolumeScreen", "image_problem"]
 
@@ -60,8 +60,8 @@ class VolumeScreen:
             if problem is None:
                 self.accepted.append(volume)
                 continue
-            self.refused.append((_where(volume), problem))
-            logger.warning("refused %s: %s", _where(volume), problem)
+            self.refused.append((where(volume), problem))
+            logger.warning("refused %s: %s", where(volume), problem)
         if volumes and not self.accepted:
             named = "; ".join(f"{where}: {why}" for where, why in self.refused)
             raise ValueError(f"none of the {len(volumes)} volumes can be segmented: {named}")

@@ -33,6 +33,7 @@ __all__ = [
     "group_volumes",
     "patient_pairs",
     "read_volume",
+    "where",
 ]
 
 #: ACDC segmentation labels (both releases).
@@ -81,7 +82,8 @@ class Volume:
     source: str
 
 
-def _where(entry: Mapping[str, Any], path: Any = None) -> str:
+def where(entry: Mapping[str, Any], path: Any = None) -> str:
+    """How messages name a volume entry: ``"<patient> <phase>, <file>"``."""
     phase = entry.get("phase") or f"frame {entry.get('frame')}"
     return f"{entry.get('patient', '?')} {phase}, {path if path is not None else entry['image']}"
 
@@ -123,7 +125,7 @@ def group_volumes(
             missing = sorted(set(range(max(have, default=-1) + 1)) - set(have))
             repeated = sorted({i for i in have if have.count(i) > 1})
             raise ValueError(
-                f"{name}: {_where(slices[0])}: the volume has "
+                f"{name}: {where(slices[0])}: the volume has "
                 + (f"missing slice(s) {missing} " if missing else "")
                 + (f"repeated slice(s) {repeated} " if repeated else "")
                 + f"(slices present: {have}); a volume needs every short-axis slice: "
@@ -202,24 +204,24 @@ def _read_stack(sources: Sequence[Mapping[str, Any]], key: str) -> tuple[np.ndar
     first = sources[0]
     path = Path(first[key])
     if not path.is_file():
-        raise FileNotFoundError(f"{_where(first, path)}: file not found (field {key!r})")
+        raise FileNotFoundError(f"{where(first, path)}: file not found (field {key!r})")
     whole = len({str(s[key]) for s in sources}) == 1 and first.get("slice_axis") is not None
     if path.name.endswith((".nii", ".nii.gz")):
         if not whole:
-            raise ValueError(f"{_where(first, path)}: NIfTI slices must come from one volume")
+            raise ValueError(f"{where(first, path)}: NIfTI slices must come from one volume")
         array, affine, spacing = _read_nifti(path)
         if array.ndim != 3:
-            raise ValueError(f"{_where(first, path)}: expected a 3D volume, got {array.shape}")
+            raise ValueError(f"{where(first, path)}: expected a 3D volume, got {array.shape}")
         array = np.moveaxis(array, int(first["slice_axis"]), -1)
         return array, affine, spacing
     if path.suffix != ".h5":
-        raise ValueError(f"{_where(first, path)}: not an h5 or NIfTI file")
+        raise ValueError(f"{where(first, path)}: not an h5 or NIfTI file")
     if whole:
         array = _read_h5(path, key, None)
         listed = len(sources) if first.get("slice") is not None else array.shape[0]
         if array.ndim != 3 or array.shape[0] != listed:
             raise ValueError(
-                f"{_where(first, path)}: the file holds shape {array.shape} but the datalist "
+                f"{where(first, path)}: the file holds shape {array.shape} but the datalist "
                 f"lists {len(sources)} slices; a volume needs every short-axis slice"
             )
         array = np.moveaxis(array, int(first["slice_axis"]), -1)
@@ -230,7 +232,7 @@ def _read_stack(sources: Sequence[Mapping[str, Any]], key: str) -> tuple[np.ndar
             plane = _read_h5(Path(s[key]), key, index)
             if planes and plane.shape != planes[0].shape:
                 raise ValueError(
-                    f"{_where(s, s[key])}: slice shape {plane.shape} differs from "
+                    f"{where(s, s[key])}: slice shape {plane.shape} differs from "
                     f"{planes[0].shape} of {sources[0][key]}"
                 )
             planes.append(plane)
@@ -252,14 +254,14 @@ def read_volume(entry: Mapping[str, Any], with_mask: bool = True) -> Volume:
     mask = None
     if with_mask:
         if "seg" not in sources[0]:
-            raise ValueError(f"{_where(entry)}: the entry has no 'seg' (the expert mask)")
+            raise ValueError(f"{where(entry)}: the entry has no 'seg' (the expert mask)")
         mask, _, _ = _read_stack(sources, "seg")
         if mask.shape != image.shape:
             raise ValueError(
-                f"{_where(entry, sources[0]['seg'])}: mask shape {mask.shape} differs from "
+                f"{where(entry, sources[0]['seg'])}: mask shape {mask.shape} differs from "
                 f"image shape {image.shape}"
             )
-        check_mask_labels(mask, _where(entry, sources[0]["seg"]))
+        check_mask_labels(mask, where(entry, sources[0]["seg"]))
         mask = mask.astype(np.uint8)
     return Volume(
         patient=str(entry["patient"]),

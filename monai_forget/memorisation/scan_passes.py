@@ -27,7 +27,7 @@ import torch
 
 from monai_forget.io import atomic_write
 
-__all__ = ["CHUNK", "ScanCheckpoint", "ScanPasses", "scan_key"]
+__all__ = ["CHUNK", "ScanCheckpoint", "ScanPasses", "run_passes", "scan_key"]
 
 #: Texts per saved chunk: a few seconds of work on a CPU for MNIST-sized probes.
 CHUNK = 256
@@ -129,10 +129,6 @@ class ScanCheckpoint:
                 done=passes.done,
                 decoy_seed=np.asarray(passes.decoy_seed),
             )
-
-    def remove(self) -> None:
-        """Delete the file once the scan's result is written."""
-        self.path.unlink(missing_ok=True)
 
 
 def run_passes(
