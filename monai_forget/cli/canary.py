@@ -10,14 +10,14 @@ import argparse
 import contextlib
 import functools
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from monai_forget.cli.options import positive_int
 
 if TYPE_CHECKING:
-    from monai_forget.dicom import ManifestRecord, TextHasher
+    from monai_forget.dicom.publish import Published
 
 SALT_ENV = "MONAI_FORGET_CANARY_SALT"
 
@@ -126,12 +126,13 @@ def run_inject(args: argparse.Namespace) -> int:
         raise ValueError("--canary and --all apply to folder inputs only")
     try:
         with exit_on_terminate():
-            records, manifest = _inject(args)
+            published = _inject(args)
     except (FileExistsError, FileNotFoundError):
         raise
     except OSError as err:  # e.g. a read-only output folder: one line, not a traceback
         where = f" ({err.filename})" if err.filename else ""
         raise InjectionError(f"{err.strerror or err}{where}; nothing was published") from err
+    records, manifest = published.records, published.manifest
     injected = [r for r in records if r.action == "injected"]
     skipped = [r for r in records if r.action == "skipped"]
     verb = "would write" if args.dry_run else "wrote"
@@ -151,55 +152,21 @@ def run_inject(args: argparse.Namespace) -> int:
     return 0
 
 
-def _inject(args: argparse.Namespace) -> tuple[list[ManifestRecord], tuple[Path, Path] | None]:
-    """Check, stage and publish; returns the records and the manifest paths (if written)."""
-    from monai_forget.dicom import (
-        TextHasher,
-        as_options,
-        check_manifest_target,
-        inject_tree,
-        manifest_paths,
-        stage_tree,
-    )
-    from monai_forget.dicom.driver import check_not_input, prepare
-    from monai_forget.dicom.manifest import probe_folder
-    from monai_forget.processes import available_cores
+def _inject(args: argparse.Namespace) -> Published:
+    """The library's inject-and-publish with the command line's options and progress bar."""
+    from monai_forget.dicom import TextHasher, as_options, inject_and_publish
 
     options = as_options(args.text, args.position, args.scale, args.height_fraction, args.frames)
     hasher = TextHasher(args.salt or os.environ.get(SALT_ENV), plain_text=args.plain_text)
-    prefix = args.manifest or args.output
-    if args.input.is_dir():
-        if args.input.resolve() in Path(prefix).resolve().parents:
-            raise ValueError("the manifest would be written inside the input folder")
-        output = args.output
-    else:
-        output = args.output / args.input.name if args.output.is_dir() else args.output
-        for path in manifest_paths(prefix):
-            check_not_input(args.input, path)
-    if not args.dry_run:
-        check_manifest_target(prefix, args.overwrite)
-        probe_folder(output, "output")
-
-    if args.input.is_dir():
-        tree = {
-            "all_files": args.all_files,
-            "canary": args.canary,
-            "hasher": hasher,
-            "workers": args.workers or available_cores(),
-        }
-        with _progress_bar() as bar:
-            if args.dry_run:
-                return inject_tree(args.input, output, options, dry_run=True, **tree, **bar), None
-            staged = stage_tree(
-                args.input, output, options, overwrite=args.overwrite, **tree, **bar
-            )
-        with staged:
-            return staged.records, _publish(staged.publish, staged.records, prefix, args, hasher)
-    prepared = prepare(args.input, output, options, overwrite=args.overwrite, hasher=hasher)
-    if args.dry_run:
-        return [prepared.record.replace(output_sha256="")], None
-    write = functools.partial(prepared.write, args.overwrite)
-    return [prepared.record], _publish(write, [prepared.record], prefix, args, hasher)
+    run = functools.partial(
+        inject_and_publish, args.input, args.output, options, hasher=hasher,
+        manifest=args.manifest, overwrite=args.overwrite, dry_run=args.dry_run,
+        all_files=args.all_files, canary=args.canary, workers=args.workers,
+    )  # fmt: skip
+    if not args.input.is_dir():
+        return run()
+    with _progress_bar() as bar:
+        return run(**bar)
 
 
 @contextlib.contextmanager
@@ -218,19 +185,3 @@ def _progress_bar() -> Iterator[dict]:
 
         # stale staging folders are reported above the bar
         yield {"progress": progress, "report": bar.write}
-
-
-def _publish(
-    write: Callable[[], object],
-    records: list[ManifestRecord],
-    prefix: Path,
-    args: argparse.Namespace,
-    hasher: TextHasher,
-) -> tuple[Path, Path]:
-    """Write the output and its manifest with signals held until both are done."""
-    from monai_forget.dicom import write_manifest
-    from monai_forget.dicom.staging import signals_deferred
-
-    with signals_deferred():
-        write()
-        return write_manifest(records, prefix, hasher, overwrite=args.overwrite)

@@ -1,7 +1,9 @@
 """DICOM burn-in canary injector (pydicom 3), with NIfTI and PNG through the same renderer.
 
-Start with :func:`inject_file` (one file), :func:`inject_tree` (a folder) or
-:func:`burn_in` (a dataset in memory); :func:`write_manifest` records what was written.
+Start with :func:`inject_and_publish` (a file or a folder, written with its manifest, as
+``monai-forget canary inject`` does), :func:`inject_file` (one file), :func:`inject_tree`
+(a folder) or :func:`burn_in` (a dataset in memory); :func:`write_manifest` records
+what was written.
 Every format goes through one skeleton (:mod:`monai_forget.dicom.driver`): plan (read
 and check, change nothing), render, write atomically, record. Importing this package
 loads neither torch nor MONAI (nor nibabel or Pillow until a NIfTI or PNG is planned).
@@ -17,6 +19,7 @@ from monai_forget.dicom.inject import BurnInResult, burn_in, encode, plan_datase
 from monai_forget.dicom.manifest import check_manifest_target, manifest_paths, write_manifest
 from monai_forget.dicom.names import display_name
 from monai_forget.dicom.options import BurnInOptions, as_options
+from monai_forget.dicom.publish import Published, inject_and_publish
 from monai_forget.dicom.record import ManifestRecord
 from monai_forget.dicom.staging import sweep_stale_staging
 
@@ -28,6 +31,7 @@ __all__ = [
     "InjectionError",
     "ManifestRecord",
     "NotAnImageError",
+    "Published",
     "TextHasher",
     "as_options",
     "burn_in",
@@ -35,6 +39,7 @@ __all__ = [
     "colour_white",
     "display_name",
     "encode",
+    "inject_and_publish",
     "inject_any",
     "inject_file",
     "inject_nifti",

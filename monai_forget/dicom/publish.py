@@ -1,0 +1,125 @@
+"""Inject and publish: the output and its manifest written together, or nothing.
+
+:func:`inject_and_publish` is what ``monai-forget canary inject`` runs, for Python
+users too: every check first (options, paths, that the manifest can be written, that
+the output folder takes files), then the burned-in copies are staged, and only then are
+the output and the manifest published, with SIGINT/SIGTERM/SIGHUP held until both are
+written, so an interrupted run leaves either both or neither.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from monai_forget.dicom.driver import check_not_input, prepare
+from monai_forget.dicom.folder import inject_tree, stage_tree
+from monai_forget.dicom.hashing import TextHasher
+from monai_forget.dicom.manifest import (
+    check_manifest_target,
+    manifest_paths,
+    probe_folder,
+    write_manifest,
+)
+from monai_forget.dicom.options import BurnInOptions
+from monai_forget.dicom.record import ManifestRecord
+from monai_forget.dicom.staging import signals_deferred
+
+__all__ = ["Published", "inject_and_publish"]
+
+
+@dataclass(frozen=True)
+class Published:
+    """What :func:`inject_and_publish` did.
+
+    Attributes:
+        records: one record per file (injected, copied or skipped, with the reason).
+        manifest: the JSON and CSV manifest paths; ``None`` for a dry run.
+    """
+
+    records: list[ManifestRecord]
+    manifest: tuple[Path, Path] | None
+
+
+def inject_and_publish(
+    source: str | os.PathLike,
+    output: str | os.PathLike,
+    options: BurnInOptions,
+    *,
+    hasher: TextHasher | None = None,
+    manifest: str | os.PathLike | None = None,
+    overwrite: bool = False,
+    dry_run: bool = False,
+    all_files: bool = False,
+    canary: str | None = None,
+    workers: int | None = None,
+    progress: Callable[[list[Path]], Iterable[Path]] | None = None,
+    report: Callable[[str], object] | None = None,
+) -> Published:
+    """Burn ``options``' text into ``source`` (a file or a folder) and publish the result
+    at ``output`` with its manifest.
+
+    Args:
+        source: an image file (DICOM, NIfTI, PNG) or a folder of them.
+        output: the output file or folder (a folder input mirrors its tree there; a file
+            input written into ``output`` when it is a folder).
+        options: what to burn in and where.
+        hasher: how the text is recorded in the manifest (default: salted hash).
+        manifest: manifest path prefix (default: ``output``).
+        overwrite: replace existing outputs and manifest.
+        dry_run: check and plan only; nothing is written.
+        all_files, canary, workers, progress, report: folder inputs only, as
+            :func:`~monai_forget.dicom.folder.inject_tree` (workers default: the cores
+            this process may use; report default: the package's logger).
+
+    Raises:
+        ValueError: options that contradict each other, or a manifest inside the input.
+        FileExistsError: an output or the manifest exists and ``overwrite`` is false.
+        InjectionError: a file cannot be injected (nothing is published).
+    """
+    from monai_forget.processes import available_cores
+
+    source, output = Path(source), Path(output)
+    if canary is not None and all_files:
+        raise ValueError("canary and all_files are mutually exclusive")
+    if not source.is_dir() and (canary is not None or all_files):
+        raise ValueError("canary and all_files apply to folder inputs only")
+    hasher = hasher or TextHasher()
+    prefix = Path(manifest) if manifest is not None else output
+    if source.is_dir():
+        if source.resolve() in prefix.resolve().parents:
+            raise ValueError("the manifest would be written inside the input folder")
+    else:
+        output = output / source.name if output.is_dir() else output
+        for path in manifest_paths(prefix):
+            check_not_input(source, path)
+    if not dry_run:
+        check_manifest_target(prefix, overwrite)
+        probe_folder(output, "output")
+
+    def publish(write: Callable[[], object], records: list[ManifestRecord]) -> Published:
+        with signals_deferred():
+            write()
+            paths = write_manifest(records, prefix, hasher, overwrite=overwrite)
+        return Published(records, paths)
+
+    if not source.is_dir():
+        prepared = prepare(source, output, options, overwrite=overwrite, hasher=hasher)
+        if dry_run:
+            return Published([prepared.record.replace(output_sha256="")], None)
+        return publish(functools.partial(prepared.write, overwrite), [prepared.record])
+    tree = {
+        "all_files": all_files,
+        "canary": canary,
+        "hasher": hasher,
+        "workers": workers or available_cores(),
+        "progress": progress,
+        **({} if report is None else {"report": report}),
+    }
+    if dry_run:
+        return Published(inject_tree(source, output, options, dry_run=True, **tree), None)
+    with stage_tree(source, output, options, overwrite=overwrite, **tree) as staged:
+        return publish(staged.publish, staged.records)
