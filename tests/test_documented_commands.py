@@ -368,6 +368,9 @@ def test_federated_commands(command: str, shared_data: Path, tmp_path: Path) -> 
     assert len(versus["retrained_means"]) == 5 and "retraining" in versus["decision"]
     summary = (out / "summary.md").read_text()
     assert "models retrained without site-1" in summary
+    retraining_fr = json.loads((out / "results.json").read_text())["retraining_forgetting_rate"]
+    # measured on the same oracle, and printed beside the method's FR
+    assert f"retraining from scratch on the same oracle: FR {100 * retraining_fr:.2f}%" in summary
     audits = json.loads((out / "results.json").read_text())["audits"]
     assert {"before/site-1/refmodel", "after/site-1/refmodel", "after/site-2/refmodel"} <= set(
         audits

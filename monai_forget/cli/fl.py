@@ -200,10 +200,7 @@ def _or(value: int | None, default: int) -> int:
 def run_simulate(args: argparse.Namespace) -> int:
     import torch
 
-    from monai_forget.audit import write_report
     from monai_forget.cli import UserError
-    from monai_forget.io import atomic_write, check_writable
-    from monai_forget.results import write_json
 
     _check(args)
     try:
@@ -211,6 +208,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     except ImportError as err:  # pragma: no cover - depends on the install
         raise UserError("NVIDIA FLARE is not installed: pip install 'monai-forget[fl]'") from err
     from monai_forget.fl.job import WithdrawalError
+    from monai_forget.fl.outcome import check_outputs
     from monai_forget.fl.poc import DeploymentError, check_ports_free
     from monai_forget.fl.run import (
         acdc_feature_federation,
@@ -222,10 +220,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     from monai_forget.fl.spec import Withdrawal
 
     out = Path(args.out)
-    paths = {
-        name: check_writable(out / name, args.overwrite)
-        for name in ("results.json", "summary.md", "report.html")
-    }
+    check_outputs(out, args.overwrite)  # before any data is read or model trained
     if args.backend == "poc":
         try:
             check_ports_free()  # before any data is read or model trained
@@ -272,94 +267,27 @@ def run_simulate(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     torch.set_num_threads(1)
-    remaining = [args.remaining] if args.remaining else None
     try:
         outcome = simulate_withdrawal(
             federation,
             config,
             withdrawal,
             out / "workspace",
-            remaining=remaining,
+            remaining=[args.remaining] if args.remaining else None,
             auditors=args.auditors,
             seed=args.seed,
             device=args.device,
             cache_dir=out / "cache",
             backend=args.backend,
+            retrained=args.retrained,
         )
     except (DeploymentError, WithdrawalError) as err:  # the run's own failure, told plainly
         raise UserError(str(err)) from err
-    run, evaluation = outcome.run, outcome.evaluation
-    stay = [s for (stage, s, _m) in evaluation.audits if stage == "after" and s != args.withdraw]
-    versus = None
-    if args.retrained:
-        from monai_forget.unlearning.retrain_reference import (
-            compare_with_retraining,
-            retrained_models,
-        )
-
-        references = retrained_models(
-            federation.clients, args.withdraw, config, args.retrained, seed=1000 + args.seed
-        )
-        versus = compare_with_retraining(
-            run.global_model, references, federation.clients[args.withdraw], device=args.device
-        )
-    result = {
-        **evaluation.to_dict(),
-        "versus_retraining": None if versus is None else versus.to_dict(),
-        "withdrawal": run.record,
-        "federation": federation.description,
-        "logs": {"console": str(run.workspace / "simulator.log"), "flare": str(run.log_dir)},
-        "data": args.data,
-        "seed": args.seed,
-    }
-    write_json(paths["results.json"], result, overwrite=args.overwrite)
-    summary = _summary(evaluation, federation.description, args.withdraw, stay[0], versus)
-    with atomic_write(paths["summary.md"], "w", overwrite=args.overwrite) as handle:
-        handle.write(summary)
-    write_report(
-        list(evaluation.audits.values()),
-        paths["report.html"],
-        title=f"Withdrawal of {args.withdraw} ({args.method})",
-        overwrite=args.overwrite,
-    )
-    print(summary)
+    paths = outcome.write(out, overwrite=args.overwrite, data=args.data, seed=args.seed)
+    run = outcome.run
+    print(outcome.summary())
     print(
         f"results: {paths['results.json']}\nreport: {paths['report.html']}\n"
         f"FLARE console output: {run.workspace / 'simulator.log'}\nFLARE logs: {run.log_dir}"
     )
     return 0
-
-
-def _summary(evaluation, description: str, withdrawn: str, remaining: str, versus=None) -> str:
-    r = evaluation.rate
-    lines = [
-        f"# Withdrawal of {withdrawn}: {evaluation.label}",
-        "",
-        f"Federation: {description}",
-        "",
-        f"Forgetting rate: {r.summary()}",
-        "",
-    ]
-    if versus is not None:
-        lines += [
-            f"Against {len(versus.retrained_means)} models retrained without {withdrawn}, on "
-            f"its data: {versus.summary()}",
-            "",
-        ]
-    lines += [
-        "| stage | provider | reference models | K-S | EMA |",
-        "|---|---|---|---|---|",
-    ]
-    for stage, site in (("before", withdrawn), ("after", withdrawn), ("after", remaining)):
-        cells = []
-        for method in ("refmodel", "ks", "ema"):
-            a = evaluation.audits.get((stage, site, method))
-            cells.append(
-                "-" if a is None else f"{a.decision} ({a.statistic_name} = {a.statistic:.3g})"
-            )
-        lines.append(f"| {stage} | {site} | " + " | ".join(cells) + " |")
-    lines += ["", "| data | accuracy before | accuracy after |", "|---|---|---|"]
-    for name, acc in evaluation.accuracy["before"].items():
-        lines.append(f"| {name} | {acc:.3f} | {evaluation.accuracy['after'][name]:.3f} |")
-    lines.append("")
-    return "\n".join(lines)

@@ -25,10 +25,10 @@ the reverse. ``nvflare`` is imported only when a federation runs.
 
 from monai_forget.fl.client import FederatedClient, Reply
 from monai_forget.fl.job import FederatedRun, WithdrawalError, network_class_path, run_federated
+from monai_forget.fl.outcome import WithdrawalOutcome
 from monai_forget.fl.poc import DeploymentError
 from monai_forget.fl.run import (
     DEFAULT_GENERATOR,
-    WithdrawalOutcome,
     acdc_federation,
     audit_recipe,
     federated_oracle,

@@ -15,20 +15,22 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from monai_forget.data import LabelledImages
 from monai_forget.defaults import FORSAKEN_GENERATOR
-from monai_forget.fl.job import FederatedRun, run_federated
+from monai_forget.fl.job import run_federated
+from monai_forget.fl.outcome import WithdrawalOutcome
 from monai_forget.fl.shadow import FedAvgShadowRecipe
 from monai_forget.fl.spec import FederatedConfig, Withdrawal
 from monai_forget.shadow import SupervisedRecipe
-from monai_forget.unlearning.evaluation import WithdrawalEvaluation, evaluate_withdrawal
+from monai_forget.unlearning.evaluation import evaluate_withdrawal
 from monai_forget.unlearning.oracle import MembershipOracle
+from monai_forget.unlearning.retrain_reference import compare_with_retraining, retrained_models
 from monai_forget.unlearning.scenario import (
     Federation,
     build_federation,
@@ -37,7 +39,6 @@ from monai_forget.unlearning.scenario import (
 
 __all__ = [
     "DEFAULT_GENERATOR",
-    "WithdrawalOutcome",
     "acdc_feature_federation",
     "acdc_federation",
     "audit_recipe",
@@ -225,19 +226,6 @@ def federated_oracle(
     return oracle.fit(federation.shadow)
 
 
-@dataclass
-class WithdrawalOutcome:
-    """A FLARE run with a withdrawal and its measurement.
-
-    Attributes:
-        run: The FLARE run (final global model, client records, log folder).
-        evaluation: Forgetting rate, audits and accuracies before and after.
-    """
-
-    run: FederatedRun
-    evaluation: WithdrawalEvaluation
-
-
 def simulate_withdrawal(
     federation: Federation,
     config: FederatedConfig,
@@ -252,6 +240,8 @@ def simulate_withdrawal(
     device: str | torch.device = "cpu",
     cache_dir: str | Path | None = None,
     backend: str = "simulator",
+    retrained: int = 0,
+    description: str | None = None,
 ) -> WithdrawalOutcome:
     """Run FedAvg on FLARE with ``withdrawal``, then measure it.
 
@@ -269,9 +259,14 @@ def simulate_withdrawal(
         device: Torch device for the measurement.
         cache_dir: Shadow and prediction cache.
         backend: ``"simulator"`` or ``"poc"`` (see :func:`~monai_forget.fl.job.run_federated`).
+        retrained: k >= 3 models retrained by FedAvg without the provider (seeds
+            ``1000 + seed``, ...) to compare the final model with, and whose forgetting
+            rate on the same oracle is reported beside the method's; 0: none.
+        description: How the federation was built (default: ``federation.description``).
 
     Raises:
-        ValueError: bad providers or withdrawal (before FLARE starts).
+        ValueError: bad providers or withdrawal, or 1-2 retrained models (before FLARE
+            starts).
         WithdrawalError: the withdrawing client could not compute its update.
     """
     if withdrawal.client not in federation.clients:
@@ -283,6 +278,11 @@ def simulate_withdrawal(
     unknown = sorted(set(remaining) - set(stay))
     if unknown:
         raise ValueError(f"remaining providers {unknown} are not among those that stay {stay}")
+    if retrained < 0 or retrained in (1, 2):
+        raise ValueError(
+            f"{retrained} retrained models: the spread of retraining needs at least 3 (or 0 "
+            "to skip the comparison)"
+        )
     run = run_federated(
         federation.clients, config, workspace, withdrawal=withdrawal, backend=backend
     )
@@ -306,4 +306,19 @@ def simulate_withdrawal(
     evaluation.seconds.update(
         {"flare_run": run.seconds, "elimination": float(run.record.get("seconds", 0.0))}
     )
-    return WithdrawalOutcome(run, evaluation)
+    outcome = WithdrawalOutcome(
+        run, evaluation, federation.description if description is None else description
+    )
+    if retrained:
+        data = federation.clients[withdrawal.client]
+        references = retrained_models(
+            federation.clients, withdrawal.client, config, retrained, seed=1000 + seed
+        )
+        outcome.versus_retraining = compare_with_retraining(
+            run.global_model, references, data, device=device
+        )
+        # B.R.R x the retrained models' mean share of the withdrawn samples called
+        # non-members: the FR that retraining itself scores on this oracle.
+        called_out = [1 - oracle.is_member(m, data).mean() for m in references]
+        outcome.retraining_forgetting_rate = float(evaluation.rate.brr * np.mean(called_out))
+    return outcome
