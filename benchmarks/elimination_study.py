@@ -6,7 +6,8 @@ index``, as :mod:`monai_forget.fl.client` does; equal-weight averages): rounds 0
 every provider, round 7 in which ``site-1`` sends ``W + step / share`` (SecForget,
 Liu et al. 2020, Protocol 2; the step from Protocol 1's dummy-gradient generator) or
 nothing (natural), round 8 with the others. For each generator setting (iterations E,
-drift weight λ_r, step weight λ_s, learning rate η) and seed it prints the forgetting
+drift weight λ_r, step weight λ_s, the stopping rule; not the learning rate η, which
+only rescales the reported gradient) and seed it prints the forgetting
 rate (the federation's shadow-trained oracle, Section IV-A), the accuracy on test data,
 the share of the withdrawn data the final model still classifies right, and the
 comparison with ``--k`` models retrained without the provider
@@ -55,7 +56,6 @@ SETTINGS = {
     "λ_r = 0.3": {**FORSAKEN_GENERATOR, "drift_weight": 0.3},
     "λ_r = 1": {**FORSAKEN_GENERATOR, "drift_weight": 1.0},
     "λ_s = 0.1": {**FORSAKEN_GENERATOR, "step_weight": 0.1},
-    "η = 0.01": {**FORSAKEN_GENERATOR, "lr": 0.01},
     "stop at non-member φ (E ≤ 20)": {**FORSAKEN_GENERATOR, "target_confidence": NONMEMBERS},
     "stop at non-member φ (E ≤ 50)": {
         **FORSAKEN_GENERATOR,
