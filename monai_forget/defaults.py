@@ -41,7 +41,8 @@ FORSAKEN_GENERATOR = MappingProxyType({"iterations": 20, "drift_weight": 0.03, "
 #: Models retrained without a withdrawn provider that a federated withdrawal's final
 #: model is compared with (``monai_forget.unlearning.retrain_reference``).
 RETRAINED_MODELS = 5
-#: Level of the comparison of a withdrawn model with the retrained ones.
+#: Level of the comparison of a withdrawn model with the retrained ones (and of each
+#: one-sided test of the equivalence test against them).
 RETRAINED_ALPHA = 0.05
 
 #: ACDC datalists (``monai-forget prepare acdc-nifti|acdc-h5``): an entry per short-axis

@@ -29,7 +29,9 @@ def test_get_network_ours_and_monai() -> None:
     net = get_network("DenseNet121", spatial_dims=2, in_channels=1, out_channels=2)
     assert type(net).__name__ == "DenseNet121"
     with pytest.raises(
-        ValueError, match=r"\['liu_tsaftaris_cnn', 'mlp', 'small_cnn'\].*monai.networks.nets"
+        ValueError,
+        match=r"\['forsaken_mnist_cnn', 'liu_tsaftaris_cnn', 'mlp', 'small_cnn'\]"
+        r".*monai.networks.nets",
     ):
         get_network("NoSuchNet")
 
@@ -132,6 +134,19 @@ def test_paper_networks_are_those_of_appendix_a3() -> None:
         assert not any(isinstance(m, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d,
                                       torch.nn.Dropout)) for m in net.modules())  # fmt: skip
     assert cnn2(x).shape == (2, 2)
+
+
+def test_forsaken_mnist_network_is_fig5_at_table_iii_size() -> None:
+    """Liu et al. 2020, Fig. 5: Conv, ReLU, MaxPool, Conv, ReLU, Dense, Dense (nothing
+    between the two dense layers), and Table III's 0.96M parameters."""
+    net = get_network("forsaken_mnist_cnn")
+    layers = [type(m).__name__ for m in net.modules() if not list(m.children())]
+    assert layers == ["Conv2d", "ReLU", "MaxPool2d", "Conv2d", "ReLU", "Flatten", "Linear",
+                      "Linear"]  # fmt: skip
+    count = (25 * 32 + 32) + (25 * 32 * 64 + 64) + (64 * 8 * 8 * 220 + 220) + (220 * 10 + 10)
+    assert sum(p.numel() for p in net.parameters()) == count == 955_646
+    assert round(count / 1e6, 2) == 0.96
+    assert net(torch.zeros(3, 1, 28, 28)).shape == (3, 10)
 
 
 def test_paper_network_regularisation_ablations() -> None:

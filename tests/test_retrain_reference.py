@@ -14,10 +14,13 @@ from monai_forget.data import load_digits
 from monai_forget.fl.spec import FederatedConfig
 from monai_forget.unlearning.baselines import fedavg
 from monai_forget.unlearning.retrain_reference import (
+    EQUIVALENT,
     INDISTINGUISHABLE,
+    NOT_SHOWN_EQUIVALENT,
     OVERFORGETS,
     REMEMBERS,
     compare_with_retraining,
+    equivalence_to_retraining,
     retrained_models,
 )
 
@@ -74,6 +77,50 @@ def test_refuses_too_few_retrained_models_and_mismatched_outputs() -> None:
         compare_with_retraining(np.zeros(3), np.zeros((3, 4)))
     with pytest.raises(ValueError, match="withdrawn data"):
         compare_with_retraining(np.zeros(3), [object()])
+
+
+def _tost(model_mean: float, retrained_means: np.ndarray, margin: float) -> float:
+    """Schuirmann's two one-sided tests by scipy: the larger one-sided p that retraining's
+    mean lies below ``model_mean - margin`` or above ``model_mean + margin``."""
+    low = scipy.stats.ttest_1samp(retrained_means, model_mean - margin, alternative="greater")
+    high = scipy.stats.ttest_1samp(retrained_means, model_mean + margin, alternative="less")
+    return max(low.pvalue, high.pvalue)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_equivalence_is_schuirmanns_two_one_sided_t_tests(seed) -> None:
+    """Equivalent exactly when both of scipy's one-sided t tests reject at alpha, over
+    draws that land on both sides of the margin and inside it."""
+    rng = np.random.default_rng(seed)
+    retrained = rng.normal(2.0, 0.5, (8, 40)) + rng.normal(0, 0.3, (8, 1))
+    means = retrained.mean(axis=1)
+    margin = 0.6
+    for shift in np.linspace(-1.5, 1.5, 31):
+        model = rng.normal(2.0 + shift, 0.5, 40)
+        found = equivalence_to_retraining(model, retrained, margin, alpha=0.05)
+        expected = _tost(model.mean(), means, margin) < 0.05
+        assert (found.decision == EQUIVALENT) == expected, (shift, found.summary())
+        assert found.difference == pytest.approx(model.mean() - means.mean())
+
+
+def test_equivalence_by_hand_and_its_refusals() -> None:
+    # T_k = 0, 1, 2: mean 1, sd 1, k = 3; half-width t_{0.95, 2} / sqrt(3) = 1.6887
+    retrained = np.repeat(np.array([[0.0], [1.0], [2.0]]), 4, axis=1)
+    half = scipy.stats.t.ppf(0.95, 2) / math.sqrt(3)
+    inside = equivalence_to_retraining(np.full(4, 1.2), retrained, margin=half + 0.21)
+    assert inside.decision == EQUIVALENT
+    assert inside.interval == pytest.approx((0.2 - half, 0.2 + half))
+    outside = equivalence_to_retraining(np.full(4, 1.2), retrained, margin=half + 0.19)
+    assert outside.decision == NOT_SHOWN_EQUIVALENT  # the interval's top, 0.2 + half, is out
+    # a model far from retraining is never equivalent, whichever side it is on
+    for far in (-5.0, 7.0):
+        assert equivalence_to_retraining(np.full(4, far), retrained, 3.0).decision != EQUIVALENT
+    with pytest.raises(ValueError, match="at least 3"):
+        equivalence_to_retraining(np.zeros(4), np.zeros((2, 4)), 1.0)
+    with pytest.raises(ValueError, match="margin"):
+        equivalence_to_retraining(np.zeros(4), retrained, 0.0)
+    with pytest.raises(ValueError, match="alpha"):
+        equivalence_to_retraining(np.zeros(4), retrained, 1.0, alpha=0.5)
 
 
 def test_fedavg_models_on_digits() -> None:

@@ -241,7 +241,11 @@ def test_oracle_features_are_sorted_confidences() -> None:
     np.testing.assert_allclose(oracle_features(probs, [0, 2])[:, -1], [0.1, 0.4])
 
 
-def test_oracle_separates_confident_members_from_uncertain_nonmembers() -> None:
+@pytest.mark.parametrize(
+    ("classifier", "kind"),
+    [("gradient_boosting", "GradientBoostingClassifier"), ("xgboost", "XGBClassifier")],
+)
+def test_oracle_separates_confident_members_from_uncertain_nonmembers(classifier, kind) -> None:
     rng = np.random.default_rng(0)
 
     def rows(top: float, n: int) -> np.ndarray:
@@ -251,14 +255,17 @@ def test_oracle_separates_confident_members_from_uncertain_nonmembers() -> None:
 
     members = rows(0.97, 50) + rng.uniform(-0.01, 0.01, (50, 1)) * np.array([1, -0.5, -0.5])
     nonmembers = rows(0.6, 50) + rng.uniform(-0.2, 0.2, (50, 1)) * np.array([1, -0.5, -0.5])
-    oracle = MembershipOracle().fit_predictions(
+    oracle = MembershipOracle(classifier=classifier).fit_predictions(
         members, np.zeros(50, int), nonmembers, np.zeros(50, int)
     )
+    assert type(oracle.classifier_).__name__ == kind  # the paper's XGBoost when asked
     assert oracle.train_accuracy_ > 0.95
     calls = oracle.is_member_probs(np.vstack([rows(0.99, 3), np.full((3, 3), 1 / 3)]))
     np.testing.assert_array_equal(calls, [True, True, True, False, False, False])
     with pytest.raises(ValueError, match="not fitted"):
         MembershipOracle().is_member_probs(members)
+    with pytest.raises(ValueError, match="'gradient_boosting' or 'xgboost'"):
+        MembershipOracle(classifier="xgb")
 
 
 # ----------------------------------------------------------------------------- baselines

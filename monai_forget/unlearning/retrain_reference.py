@@ -24,6 +24,17 @@ are compared with their spread:
 The same comparison of the model *before* the withdrawal says whether there was
 anything to forget: a provider the model never measurably learned is "already
 forgotten", and an unlearning method gets no credit for it.
+
+Not rejecting "like retraining" is not evidence of it: a test with little power never
+rejects. :func:`equivalence_to_retraining` is the equivalence test (two one-sided
+tests, Schuirmann 1987): with ``mu_R`` the mean of ``T`` over retraining, the unlearned
+model is "equivalent to retraining" at margin ``delta`` only when the ``1 - 2 alpha``
+confidence interval of ``T_u - mu_R``, ``T_u - mean T_k +- t_{1-alpha, k-1} sd(T_k) /
+sqrt(k)``, lies inside ``(-delta, delta)``; the unlearned model is the one being judged,
+so the interval carries retraining's uncertainty only. The margin is declared before
+the judged model is seen; ``benchmarks/elimination_paper.py`` sets it to half the
+membership gap of retraining (mean ``phi`` on its members minus on data it never saw),
+and runs the same test on the never-withdrawn model to show the test has power.
 """
 
 from __future__ import annotations
@@ -45,7 +56,9 @@ from monai_forget.unlearning.confidence import logit_confidences
 
 __all__ = [
     "RetrainComparison",
+    "RetrainEquivalence",
     "compare_with_retraining",
+    "equivalence_to_retraining",
     "retrained_models",
 ]
 
@@ -151,6 +164,88 @@ def compare_with_retraining(
         retrained_means=means.tolist(),
         flagged_share=float(np.mean(per_example < 0.05)),
         examples=int(phi_u.shape[0]),
+        alpha=float(alpha),
+    )
+
+
+EQUIVALENT = "equivalent to retraining"
+NOT_SHOWN_EQUIVALENT = "not shown equivalent to retraining"
+
+
+@dataclass
+class RetrainEquivalence(Result):
+    """The equivalence test of one model against k retrained models (module docstring).
+
+    Attributes:
+        decision: :data:`EQUIVALENT` or :data:`NOT_SHOWN_EQUIVALENT`.
+        difference: ``T_u - mean T_k`` (mean logit confidence on the withdrawn data).
+        interval: ``1 - 2 alpha`` confidence interval of ``T_u - mu_R``.
+        margin: the equivalence margin ``delta``.
+        model_mean: ``T_u``.
+        retrained_means: ``T_k`` of each retrained model.
+        alpha: level of each one-sided test.
+    """
+
+    decision: str
+    difference: float
+    interval: tuple[float, float]
+    margin: float
+    model_mean: float
+    retrained_means: list[float]
+    alpha: float
+
+    def summary(self) -> str:
+        low, high = self.interval
+        return (
+            f"{self.decision}: T_u - mu_R = {self.difference:+.3f}, "
+            f"{100 * (1 - 2 * self.alpha):.0f} % interval [{low:+.3f}, {high:+.3f}], "
+            f"margin +-{self.margin:.3f} (k = {len(self.retrained_means)})"
+        )
+
+
+def equivalence_to_retraining(
+    model_confidence: object,
+    retrained_confidence: object,
+    margin: float,
+    *,
+    alpha: float = RETRAINED_ALPHA,
+) -> RetrainEquivalence:
+    """Is the model within ``margin`` of retraining? Two one-sided tests on ``T``.
+
+    Args:
+        model_confidence: the judged model's ``(N,)`` logit confidences on the withdrawn data.
+        retrained_confidence: ``(k, N)`` logit confidences of k >= 3 retrained models.
+        margin: ``delta > 0``, in units of mean logit confidence, declared beforehand.
+        alpha: level of each one-sided test (the interval is ``1 - 2 alpha``).
+
+    Raises:
+        ValueError: fewer than 3 retrained models, mismatched lengths, a margin that is not
+            positive, or alpha outside (0, 0.5).
+    """
+    phi_u = np.asarray(model_confidence, dtype=np.float64)
+    phi_k = np.asarray(retrained_confidence, dtype=np.float64)
+    if phi_k.ndim != 2 or phi_k.shape[0] < 3:
+        raise ValueError("pass the (k, N) confidences of at least 3 retrained models")
+    if phi_u.shape != phi_k.shape[1:]:
+        raise ValueError(f"{phi_u.shape} model confidences for {phi_k.shape[1:]} retrained ones")
+    if not (math.isfinite(margin) and margin > 0):
+        raise ValueError(f"margin must be a positive number, got {margin}")
+    if not 0 < alpha < 0.5:
+        raise ValueError(f"alpha must be in (0, 0.5), got {alpha}")
+    means = phi_k.mean(axis=1)
+    k = len(means)
+    t_u = float(phi_u.mean())
+    difference = t_u - float(means.mean())
+    half = float(scipy.stats.t.ppf(1 - alpha, df=k - 1) * means.std(ddof=1) / math.sqrt(k))
+    interval = (difference - half, difference + half)
+    inside = -margin < interval[0] and interval[1] < margin
+    return RetrainEquivalence(
+        decision=EQUIVALENT if inside else NOT_SHOWN_EQUIVALENT,
+        difference=difference,
+        interval=interval,
+        margin=float(margin),
+        model_mean=t_u,
+        retrained_means=means.tolist(),
         alpha=float(alpha),
     )
 
