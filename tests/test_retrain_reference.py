@@ -103,6 +103,62 @@ def test_equivalence_is_schuirmanns_two_one_sided_t_tests(seed) -> None:
         assert found.difference == pytest.approx(model.mean() - means.mean())
 
 
+def _reference_p(model_reference: np.ndarray, reference: np.ndarray) -> float:
+    """Student's predictive test of one mean against k (scipy's t distribution)."""
+    means, k = reference.mean(axis=1), len(reference)
+    t = (model_reference.mean() - means.mean()) / (means.std(ddof=1) * math.sqrt(1 + 1 / k))
+    return 2 * scipy.stats.t.sf(abs(t), df=k - 1)
+
+
+def test_equivalence_on_the_advantage_over_reference_data() -> None:
+    """With reference confidences, T is the advantage over them: a seed-to-seed shift of
+    every confidence cancels, and the test is scipy's TOST on the differences; a model
+    whose confidence moved everywhere is never called equivalent."""
+    rng = np.random.default_rng(7)
+    shift = rng.normal(0, 2.0, (6, 1))  # retrained models differ in overall confidence
+    retrained = rng.normal(5.0, 0.3, (6, 50)) + shift
+    reference = rng.normal(4.8, 0.3, (6, 80)) + shift
+    advantages = retrained.mean(axis=1) - reference.mean(axis=1)
+    own = float(shift.mean()) + 0.5  # the judged model's overall shift, like retraining's
+    for model_shift in (-0.6, -0.1, 0.0, 0.15, 0.6):
+        model = rng.normal(5.0 + model_shift, 0.3, 50) + own
+        model_reference = rng.normal(4.8, 0.3, 80) + own
+        found = equivalence_to_retraining(
+            model, retrained, 0.3, model_reference=model_reference, retrained_reference=reference
+        )
+        advantage = model.mean() - model_reference.mean()
+        assert found.difference == pytest.approx(advantage - advantages.mean())
+        assert found.reference_pvalue == pytest.approx(_reference_p(model_reference, reference))
+        expected = _tost(advantage, advantages, 0.3) < 0.05
+        assert (found.decision == EQUIVALENT) == expected, (model_shift, found.summary())
+    # the same advantage on a model whose confidence fell everywhere (uniform outputs)
+    flat = rng.normal(5.0, 0.3, 50) - 30.0
+    flat_reference = rng.normal(4.8, 0.3, 80) - 30.0
+    collapsed = equivalence_to_retraining(
+        flat, retrained, 0.3, model_reference=flat_reference, retrained_reference=reference
+    )
+    assert collapsed.interval[0] > -0.3 and collapsed.interval[1] < 0.3
+    assert collapsed.changed_elsewhere and collapsed.decision == NOT_SHOWN_EQUIVALENT
+    assert "differs from retraining's" in collapsed.summary()
+    same = rng.normal(5.0, 0.3, 50) + own
+    same_reference = rng.normal(4.8, 0.3, 80) + own
+    assert (
+        equivalence_to_retraining(
+            same, retrained, 0.3, model_reference=same_reference, retrained_reference=reference
+        ).decision
+        == EQUIVALENT
+    )
+    # without the references the shifts swamp the test: nothing is shown equivalent
+    assert equivalence_to_retraining(same, retrained, 0.3).decision == NOT_SHOWN_EQUIVALENT
+    with pytest.raises(ValueError, match="both"):
+        equivalence_to_retraining(same, retrained, 0.3, model_reference=same_reference)
+    with pytest.raises(ValueError, match="do not match"):
+        equivalence_to_retraining(
+            same, retrained, 0.3, model_reference=same_reference,
+            retrained_reference=reference[:4],
+        )  # fmt: skip
+
+
 def test_equivalence_by_hand_and_its_refusals() -> None:
     # T_k = 0, 1, 2: mean 1, sd 1, k = 3; half-width t_{0.95, 2} / sqrt(3) = 1.6887
     retrained = np.repeat(np.array([[0.0], [1.0], [2.0]]), 4, axis=1)
