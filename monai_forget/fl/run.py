@@ -241,7 +241,6 @@ def simulate_withdrawal(
     cache_dir: str | Path | None = None,
     backend: str = "simulator",
     retrained: int = 0,
-    description: str | None = None,
 ) -> WithdrawalOutcome:
     """Run FedAvg on FLARE with ``withdrawal``, then measure it.
 
@@ -262,7 +261,6 @@ def simulate_withdrawal(
         retrained: k >= 3 models retrained by FedAvg without the provider (seeds
             ``1000 + seed``, ...) to compare the final model with, and whose forgetting
             rate on the same oracle is reported beside the method's; 0: none.
-        description: How the federation was built (default: ``federation.description``).
 
     Raises:
         ValueError: bad providers or withdrawal, or 1-2 retrained models (before FLARE
@@ -306,9 +304,7 @@ def simulate_withdrawal(
     evaluation.seconds.update(
         {"flare_run": run.seconds, "elimination": float(run.record.get("seconds", 0.0))}
     )
-    outcome = WithdrawalOutcome(
-        run, evaluation, federation.description if description is None else description
-    )
+    outcome = WithdrawalOutcome(run, evaluation, federation.description)
     if retrained:
         data = federation.clients[withdrawal.client]
         references = retrained_models(
