@@ -297,6 +297,43 @@ MUTANTS = (
         "return self.false_before / (self.true_before + self.false_before)",
         ("tests/test_unlearning.py",),
     ),
+    # equivalence to retraining (unlearning/retrain_reference.py)
+    *(
+        Mutant(
+            f"equivalence: {name}",
+            "monai_forget/unlearning/retrain_reference.py",
+            old,
+            new,
+            ("tests/test_retrain_reference.py",),
+        )
+        for name, old, new in (
+            (
+                "interval overlapping the margin passes",
+                "inside = -margin < interval[0] and interval[1] < margin",
+                "inside = interval[0] < margin and -margin < interval[1]",
+            ),
+            (
+                "no interval (the point inside the margin passes)",
+                "half = float(",
+                "half = 0 * float(",
+            ),
+            (
+                "two-sided quantile",
+                "scipy.stats.t.ppf(1 - alpha, df=k - 1)",
+                "scipy.stats.t.ppf(1 - alpha / 2, df=k - 1)",
+            ),
+            (
+                "a model changed everywhere passes",
+                "decision=EQUIVALENT if inside and not elsewhere else",
+                "decision=EQUIVALENT if inside else",
+            ),
+            (
+                "reference subtracted as one constant",
+                "means = means - ref_k.mean(axis=1)",
+                "means = means - ref_k.mean()",
+            ),
+        )
+    ),
     # ACDC diagnosis features (acdc/features.py)
     Mutant(
         "features: RV/LV at ES divided by the LV at ED",
