@@ -216,7 +216,6 @@ def run_seed(digits: LabelledImages, seed: int, args: argparse.Namespace) -> dic
     fpr = {
         name: float(o.is_member_probs(probs(before, test)).mean()) for name, o in oracles.items()
     }
-    oracle_acc = {name: o.train_accuracy_ for name, o in oracles.items()}
     # Definition 2's perfectly forgotten output, and the generator's outputs on D_e: what
     # the oracle calls outputs no shadow model produced
     uniform = np.full((1, 10), 0.1)
@@ -238,7 +237,7 @@ def run_seed(digits: LabelledImages, seed: int, args: argparse.Namespace) -> dic
         for name in ORACLES
     }
     return {
-        "rows": rows, "fig10": fig10, "fpr": fpr, "oracle_acc": oracle_acc, "gap": gap,
+        "rows": rows, "fig10": fig10, "fpr": fpr, "gap": gap,
         "margin": margin, "retrain_fr": retrain_fr, "timing": fig10[10]["seconds"],
         "calls_uniform": calls_uniform, "max_prob": max_prob,
         "stopped_at": rows["forsaken, stopped"]["stopped_at"],
