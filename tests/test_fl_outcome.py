@@ -64,8 +64,11 @@ def test_outcome_writes_its_three_files_with_retraining_beside_the_rate(tmp_path
 
 
 def test_outcome_without_retraining_says_the_rate_alone_shows_nothing(tmp_path) -> None:
-    summary = _outcome(tmp_path, retraining_fr=None).summary()
+    outcome = _outcome(tmp_path, retraining_fr=None)
+    summary = outcome.summary()
     assert "retraining's not measured: without it FR does not show elimination" in summary
+    first = outcome.evaluation.summary().splitlines()[0]
+    assert "FR 76.50%" in first and "beside the FR retraining gets" in first
 
 
 def test_outputs_are_never_replaced_without_overwrite(tmp_path) -> None:

@@ -87,7 +87,10 @@ class WithdrawalEvaluation(Result):
         }
 
     def summary(self) -> str:
-        lines = [f"{self.label}: forgetting rate {self.rate.summary()}"]
+        lines = [
+            f"{self.label}: forgetting rate {self.rate.summary()} (alone it does not show "
+            "elimination: read it beside the FR retraining gets on the same oracle)"
+        ]
         lines += [
             f"  {stage} withdrawal, provider {site}, {method.upper()}: {r.statistic_name} = "
             f"{r.statistic:.4g} -> {r.decision}"
