@@ -24,7 +24,8 @@ from monai_forget.unlearning.scenario import build_federation
 def _outcome(tmp_path, *, retraining_fr: float | None) -> WithdrawalOutcome:
     run = FederatedRun(
         torch.nn.Linear(2, 2), tmp_path / "workspace", ("site-1", "site-2", "site-3"),
-        FederatedConfig(), record={"client": "site-1", "round": 2, "method": "forsaken"},
+        FederatedConfig(), Withdrawal("site-1", 2, "forsaken"),
+        record={"client": "site-1", "round": 2, "method": "forsaken"},
     )  # fmt: skip
     rate = forgetting_rate_from_counts(18, 2, 3, 17)  # B.R.R 0.9, A.R.R 0.85
     audits = {

@@ -56,7 +56,7 @@ class WithdrawalOutcome:
 
     @property
     def withdrawn(self) -> str:
-        return str(self.run.record.get("client", ""))
+        return self.run.withdrawal.client if self.run.withdrawal is not None else ""
 
     def to_dict(self) -> dict[str, Any]:
         versus = self.versus_retraining
@@ -92,7 +92,9 @@ class WithdrawalOutcome:
             ]
         lines += ["| stage | provider | reference models | K-S | EMA |", "|---|---|---|---|---|"]
         stay = [s for (stage, s, _m) in ev.audits if stage == "after" and s != withdrawn]
-        for stage, site in (("before", withdrawn), ("after", withdrawn), ("after", stay[0])):
+        # the first remaining provider audited, if any (no auditors: no audit rows)
+        rows = [("before", withdrawn), ("after", withdrawn), *[("after", s) for s in stay[:1]]]
+        for stage, site in rows:
             cells = []
             for method in ("refmodel", "ks", "ema"):
                 a = ev.audits.get((stage, site, method))
