@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from monai_forget.audit import RefModelReference
+from monai_forget.bundles.segmentation import SegmentationAuditSetup
 from monai_forget.bundles.segmentation_refmodel import SegmentationReferenceAudit, patient_logits
 from monai_forget.segmentation import SCORE_NAMES, SegmentationScores
 
@@ -94,23 +95,18 @@ QUERY, MEMBERS, NONMEMBERS = _entries(0, 16), _entries(16, 24), _entries(40, 24)
 def _audit(tmp_path: Path, target: list[str], name: str, **kwargs) -> SegmentationReferenceAudit:
     ckpt = tmp_path / f"{name}.pt"
     torch.save(_net(target, noise=0.0).state_dict(), ckpt)
-    options = {
-        "n_references": 4,
-        "roi_size": (SIZE, SIZE),
-        "score": "foreground_confidence",
-        **kwargs,
-    }
-    return SegmentationReferenceAudit(
+    setup = SegmentationAuditSetup(
         network=RememberingNet,
         target_ckpt=ckpt,
-        query=QUERY,
-        members=MEMBERS,
-        nonmembers=NONMEMBERS,
         loading=_loading,
         trainer=RememberingTrainer(tmp_path),
         output_dir=tmp_path / name,
         provider="random2",
-        **options,
+        score=kwargs.pop("score", "foreground_confidence"),
+        roi_size=(SIZE, SIZE),
+    )
+    return SegmentationReferenceAudit(
+        setup, QUERY, MEMBERS, NONMEMBERS, **{"n_references": 4, **kwargs}
     )
 
 
@@ -209,11 +205,26 @@ def test_remembered_and_forgotten_provider(tmp_path: Path) -> None:
 
 def test_refuses_shared_patients_and_existing_outputs(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="D_Q and the known members share patients"):
-        SegmentationReferenceAudit(
-            RememberingNet, "x.pt", QUERY, MEMBERS + QUERY[:1], NONMEMBERS, _loading,
-            RememberingTrainer(tmp_path), tmp_path, "random2",
-        )  # fmt: skip
+        setup = SegmentationAuditSetup(
+            RememberingNet, "x.pt", _loading, RememberingTrainer(tmp_path), tmp_path, "random2"
+        )
+        SegmentationReferenceAudit(setup, QUERY, MEMBERS + QUERY[:1], NONMEMBERS)
     audit = _audit(tmp_path, _patients(MEMBERS), "out")
     audit.run()
     with pytest.raises(FileExistsError):
         _audit(tmp_path, _patients(MEMBERS), "out").run()
+
+
+def test_the_shared_setup_refuses_an_unknown_score_and_names_the_model(tmp_path: Path) -> None:
+    """One setup serves both segmentation audits: it checks the score once, for both."""
+    with pytest.raises(ValueError, match="score must be one of"):
+        SegmentationAuditSetup(
+            RememberingNet, "x.pt", _loading, RememberingTrainer(tmp_path), tmp_path, "p",
+            score="foreground",
+        )  # fmt: skip
+    setup = SegmentationAuditSetup(
+        RememberingNet, "x.pt", _loading, RememberingTrainer(tmp_path), tmp_path, "random2",
+        scenario="retrained",
+    )  # fmt: skip
+    assert setup.label == "provider random2, retrained"
+    assert setup.target_ckpt == Path("x.pt") and setup.output_dir == tmp_path

@@ -1,5 +1,6 @@
 """What the ACDC segmentation bundle's configs call beyond MONAI: resuming, the
-patient-level sets of a withdrawal audit, and shadow models trained by the bundle itself.
+patient-level sets of a withdrawal audit, shadow models trained by the bundle itself,
+and the setup its two withdrawal audits share.
 
 A withdrawal audit compares the audited model with shadow models trained "with the
 same design" (Liu & Tsaftaris 2020). For a segmentation bundle the design is its
@@ -16,17 +17,21 @@ import os
 import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from torch import nn
 
+from monai_forget.bundles.weights import load_weights
 from monai_forget.cache import entry_hash, entry_lock, record_entry
 from monai_forget.io import atomic_write
-from monai_forget.segmentation import LabelledSlices
+from monai_forget.segmentation import SCORE_NAMES, LabelledSlices, SegmentationScores, score_model
 
 __all__ = [
     "BundleShadowTrainer",
+    "SegmentationAuditSetup",
     "labelled_slices",
     "latest_checkpoint",
     "split_by_patient",
@@ -185,3 +190,75 @@ def _plain(entry: Mapping[str, Any]) -> dict[str, Any]:
             value = str(Path(value).resolve())
         out[key] = value
     return out
+
+
+@dataclass(frozen=True)
+class SegmentationAuditSetup:
+    """What both withdrawal audits of one provider share (``audit.json``'s
+    ``audit_setup``): the audited model, how slices load and are scored, how shadow or
+    reference models train, and where the results go.
+
+    Args:
+        network: builds a fresh network (a ``_mode_: callable`` config item).
+        target_ckpt: the audited model's weights.
+        loading: the bundle's deterministic loading (entry -> ``image``, ``label``).
+        trainer: trains the shadow or reference models with the bundle's design.
+        output_dir: where the results go.
+        provider: the provider's name.
+        scenario: free text naming the audited model.
+        score: the per-slice score the decisions use
+            (:data:`~monai_forget.segmentation.SCORE_NAMES`).
+        roi_size: inference window (padded whole-slice inference).
+        device: torch device.
+        cache_dir: per-slice score cache.
+        overwrite: replace existing outputs.
+
+    Raises:
+        ValueError: an unknown score.
+    """
+
+    network: Callable[[], nn.Module]
+    target_ckpt: str | os.PathLike
+    loading: Callable[[dict[str, Any]], Mapping]
+    trainer: BundleShadowTrainer
+    output_dir: str | os.PathLike
+    provider: str
+    scenario: str = ""
+    score: str = "foreground_confidence"
+    roi_size: Sequence[int] = (256, 256)
+    device: Any = "cpu"
+    cache_dir: str | os.PathLike | None = None
+    overwrite: bool = False
+
+    def __post_init__(self) -> None:
+        if self.score not in SCORE_NAMES:
+            raise ValueError(f"score must be one of {SCORE_NAMES}, got {self.score!r}")
+        # frozen: normalised through object.__setattr__, once
+        object.__setattr__(self, "target_ckpt", Path(self.target_ckpt))
+        object.__setattr__(self, "output_dir", Path(self.output_dir))
+        object.__setattr__(self, "provider", str(self.provider))
+        object.__setattr__(self, "roi_size", tuple(self.roi_size))
+        object.__setattr__(self, "overwrite", bool(self.overwrite))
+
+    @property
+    def label(self) -> str:
+        """The audited model as the reports name it."""
+        return f"provider {self.provider}" + (f", {self.scenario}" if self.scenario else "")
+
+    def load(self, path: str | os.PathLike | None = None) -> nn.Module:
+        """A fresh network with the weights at ``path`` (default: the audited model's)."""
+        return load_weights(self.network(), path or self.target_ckpt, self.device)
+
+    def train(self, entries: Sequence[Mapping[str, Any]], name: str) -> nn.Module:
+        """A model of the bundle's design trained (or reused) on ``entries``."""
+        return self.load(self.trainer.train(entries, name))
+
+    def slices(self, entries: Sequence[Mapping[str, Any]]) -> LabelledSlices:
+        """``entries`` through the bundle's loading."""
+        return labelled_slices(entries, self.loading)
+
+    def scores(self, model: nn.Module, data: LabelledSlices) -> SegmentationScores:
+        """``model``'s per-slice scores on ``data`` (cached under ``cache_dir``)."""
+        return score_model(
+            model, data, roi_size=self.roi_size, device=self.device, cache_dir=self.cache_dir
+        )

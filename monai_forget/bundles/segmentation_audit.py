@@ -20,8 +20,7 @@ model alike; which images those are depends on the labels only.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +28,11 @@ import numpy as np
 from torch import nn
 
 from monai_forget.audit import AuditReference, AuditResult, EMAReference, KSReference, write_report
-from monai_forget.bundles.segmentation import BundleShadowTrainer, labelled_slices
-from monai_forget.bundles.weights import check_outputs, load_weights
+from monai_forget.bundles.segmentation import SegmentationAuditSetup
+from monai_forget.bundles.weights import check_outputs
 from monai_forget.defaults import EMA_ALPHA
 from monai_forget.results import jsonable, write_json
-from monai_forget.segmentation import SCORE_NAMES, SegmentationScores, score_model
+from monai_forget.segmentation import SCORE_NAMES, SegmentationScores
 
 __all__ = ["SegmentationWithdrawalAudit"]
 
@@ -53,91 +52,61 @@ class SegmentationWithdrawalAudit:
     evaluation-time references, as the classification bundles write them) and
     ``scores.json``: every model's per-image scores on its sets and rho_KS / rho_EMA for
     each of :data:`~monai_forget.segmentation.SCORE_NAMES` (the decision is the one of
-    ``score``).
+    ``setup.score``).
 
     Args:
-        network: builds a fresh network (a ``_mode_: callable`` config item).
-        target_ckpt: the audited model's weights.
+        setup: the audited model, loading, shadow training, scoring and outputs.
         query: D_Q entries (the provider's training slices).
         calibration_members: D_C entries the EMA reference model is trained on.
         calibration_nonmembers: the rest of D_C (held out from that model).
-        loading: the bundle's deterministic loading (entry -> ``image``, ``label``).
-        trainer: trains the shadows with the bundle's design.
-        output_dir: where the results go.
-        provider: the provider's name.
-        scenario: free text naming the audited model.
-        score: the per-image score the decisions use.
         alpha: EMA's significance level (rho_EMA <= alpha means forgotten).
-        roi_size: inference window (padded whole-slice inference).
-        device: torch device.
-        cache_dir: per-image score cache.
-        overwrite: replace existing outputs.
+
+    Raises:
+        ValueError: D_Q and D_C share patients.
     """
 
     def __init__(
         self,
-        network: Callable[[], nn.Module],
-        target_ckpt: str | os.PathLike,
+        setup: SegmentationAuditSetup,
         query: Sequence[Mapping[str, Any]],
         calibration_members: Sequence[Mapping[str, Any]],
         calibration_nonmembers: Sequence[Mapping[str, Any]],
-        loading: Callable[[dict[str, Any]], Mapping],
-        trainer: BundleShadowTrainer,
-        output_dir: str | os.PathLike,
-        provider: str,
-        scenario: str = "",
-        score: str = "foreground_confidence",
         alpha: float = EMA_ALPHA,
-        roi_size: Sequence[int] = (256, 256),
-        device: Any = "cpu",
-        cache_dir: str | os.PathLike | None = None,
-        overwrite: bool = False,
     ) -> None:
-        if score not in SCORE_NAMES:
-            raise ValueError(f"score must be one of {SCORE_NAMES}, got {score!r}")
         patients = {e["patient"] for e in query}
         overlap = patients & {e["patient"] for e in [*calibration_members, *calibration_nonmembers]}
         if overlap:
             raise ValueError(f"D_Q and D_C share patients {sorted(overlap)[:5]}; split by patient")
-        self.network, self.target_ckpt = network, Path(target_ckpt)
+        self.setup = setup
         self.entries = {
             "query": list(query),
             "members": list(calibration_members),
             "nonmembers": list(calibration_nonmembers),
         }
-        self.loading, self.trainer = loading, trainer
-        self.output_dir, self.provider, self.scenario = Path(output_dir), str(provider), scenario
-        self.score, self.alpha, self.roi_size = score, float(alpha), tuple(roi_size)
-        self.device, self.cache_dir, self.overwrite = device, cache_dir, bool(overwrite)
+        self.alpha = float(alpha)
 
     def outputs(self) -> list[Path]:
         names = ["ks.json", "ema.json", "report.html", "reference.json", "scores.json"]
-        return [self.output_dir / n for n in names]
+        return [self.setup.output_dir / n for n in names]
 
     def _models(self) -> dict[str, nn.Module]:
         calibration = self.entries["members"] + self.entries["nonmembers"]
-        paths = {
-            "target": self.target_ckpt,
-            "query_shadow": self.trainer.train(self.entries["query"], "query shadow (D_Q)"),
-            "calibration_shadow": self.trainer.train(calibration, "calibration shadow (D_C)"),
-            "ema_reference": self.trainer.train(self.entries["members"], "EMA reference"),
+        setup = self.setup
+        return {
+            "target": setup.load(),
+            "query_shadow": setup.train(self.entries["query"], "query shadow (D_Q)"),
+            "calibration_shadow": setup.train(calibration, "calibration shadow (D_C)"),
+            "ema_reference": setup.train(self.entries["members"], "EMA reference"),
         }
-        return {name: load_weights(self.network(), p, self.device) for name, p in paths.items()}
 
     def score_all(self) -> dict[str, SegmentationScores]:
         """Every model's per-image scores on the sets it is audited on."""
-        data = {k: labelled_slices(v, self.loading) for k, v in self.entries.items()}
+        data = {k: self.setup.slices(v) for k, v in self.entries.items()}
         scores = {}
         for name, model in self._models().items():
             sets = _MODELS[name] if isinstance(_MODELS[name], tuple) else (_MODELS[name],)
             for part in sets:
-                scores[f"{name}/{part}"] = score_model(
-                    model,
-                    data[part],
-                    roi_size=self.roi_size,
-                    device=self.device,
-                    cache_dir=self.cache_dir,
-                )
+                scores[f"{name}/{part}"] = self.setup.scores(model, data[part])
         return scores
 
     def audit_score(
@@ -166,8 +135,9 @@ class SegmentationWithdrawalAudit:
 
     def run(self) -> dict[str, AuditResult]:
         """Train (or reuse) the shadows, score every model, audit, write the outputs."""
-        check_outputs(*self.outputs(), overwrite=self.overwrite)
-        label = f"provider {self.provider}" + (f", {self.scenario}" if self.scenario else "")
+        setup = self.setup
+        check_outputs(*self.outputs(), overwrite=setup.overwrite)
+        label = setup.label
         scores = self.score_all()
         table = {}
         for name in SCORE_NAMES:
@@ -178,39 +148,39 @@ class SegmentationWithdrawalAudit:
                 "ks": ks.decision,
                 "ema": ema.decision,
             }
-        ks, ema, ks_ref, ema_ref = self.audit_score(scores, self.score, label)
+        ks, ema, ks_ref, ema_ref = self.audit_score(scores, setup.score, label)
         sizes = {k: len(v) for k, v in self.entries.items()}
         patients = {k: len({e["patient"] for e in v}) for k, v in self.entries.items()}
         ks, ema = (
             result.adding(
                 sizes={f"{k}_slices": n for k, n in sizes.items()},
-                details={"score": self.score, "patients": patients},
+                details={"score": setup.score, "patients": patients},
             )
             for result in (ks, ema)
         )
         for result in (ks, ema):
-            result.save(self.output_dir / f"{result.method}.json", overwrite=self.overwrite)
+            result.save(setup.output_dir / f"{result.method}.json", overwrite=setup.overwrite)
             print(result.summary())
         write_report(
             [ks, ema],
-            self.output_dir / "report.html",
-            title=f"Segmentation withdrawal audit: provider {self.provider}",
-            overwrite=self.overwrite,
+            setup.output_dir / "report.html",
+            title=f"Segmentation withdrawal audit: provider {setup.provider}",
+            overwrite=setup.overwrite,
         )
         query = scores["target/query"]
         reference = AuditReference(
-            provider=self.provider,
-            query_size=int(query.defined(self.score).sum()),
+            provider=setup.provider,
+            query_size=int(query.defined(setup.score).sum()),
             num_classes=2,
             ks=ks_ref,
             ema=ema_ref,
             audited={"ks": ks.statistic, "ema": ema.statistic},
         )
-        reference.save(self.output_dir / "reference.json", overwrite=self.overwrite)
+        reference.save(setup.output_dir / "reference.json", overwrite=setup.overwrite)
         record = {
-            "provider": self.provider,
-            "scenario": self.scenario,
-            "score": self.score,
+            "provider": setup.provider,
+            "scenario": setup.scenario,
+            "score": setup.score,
             "by_score": table,
             "scores": {
                 k: {
@@ -221,6 +191,6 @@ class SegmentationWithdrawalAudit:
                 for k, v in scores.items()
             },
         }
-        write_json(self.output_dir / "scores.json", jsonable(record), overwrite=self.overwrite)
-        print(f"segmentation audit of provider {self.provider!r} written to {self.output_dir}")
+        write_json(setup.output_dir / "scores.json", jsonable(record), overwrite=setup.overwrite)
+        print(f"segmentation audit of provider {setup.provider!r} written to {setup.output_dir}")
         return {"ks": ks, "ema": ema}

@@ -13,8 +13,7 @@ patient, stratified by group.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -29,11 +28,11 @@ from monai_forget.audit.refmodel import (
     out_of_pair_logits,
     pooled_sigma,
 )
-from monai_forget.bundles.segmentation import BundleShadowTrainer, labelled_slices, split_by_patient
-from monai_forget.bundles.weights import check_outputs, load_weights
+from monai_forget.bundles.segmentation import SegmentationAuditSetup, split_by_patient
+from monai_forget.bundles.weights import check_outputs
 from monai_forget.defaults import REFMODEL_ALPHA, REFMODEL_MARGIN, REFMODEL_REFERENCES
 from monai_forget.results import jsonable, write_json
-from monai_forget.segmentation import SCORE_NAMES, SegmentationScores, score_model
+from monai_forget.segmentation import SegmentationScores
 
 __all__ = ["SegmentationReferenceAudit", "patient_logits"]
 
@@ -83,52 +82,32 @@ class SegmentationReferenceAudit:
     and ``refmodel_report.html``.
 
     Args:
-        network: builds a fresh network (a ``_mode_: callable`` config item).
-        target_ckpt: the audited model's weights.
+        setup: the audited model, loading, reference-model training, scoring and outputs.
         query: D_Q entries (the provider's training slices).
         members: training entries of the retained providers (the target trained on them).
         nonmembers: held-out entries no model of the consortium trained on.
-        loading: the bundle's deterministic loading (entry -> ``image``, ``label``).
-        trainer: trains the reference models with the bundle's design.
-        output_dir: where the results go.
-        provider: the provider's name.
-        scenario: free text naming the audited model.
-        score: the per-slice score (:data:`~monai_forget.segmentation.SCORE_NAMES`).
         n_references: reference models, an even number of at least 4 (pairs; 8 or more
             for power).
         alpha: level of the set-level test and error level of the remembered share's bound.
         margin: "forgotten" needs the upper bound of the remembered share below it.
-        roi_size: inference window.
-        device: torch device.
-        cache_dir: per-slice score cache.
         seed: seed of the splits and of the bootstrap.
-        overwrite: replace existing outputs.
+
+    Raises:
+        ValueError: an odd or too small ``n_references``, or two of the sets share a
+            patient.
     """
 
     def __init__(
         self,
-        network: Callable[[], nn.Module],
-        target_ckpt: str | os.PathLike,
+        setup: SegmentationAuditSetup,
         query: Sequence[Mapping[str, Any]],
         members: Sequence[Mapping[str, Any]],
         nonmembers: Sequence[Mapping[str, Any]],
-        loading: Callable[[dict[str, Any]], Mapping],
-        trainer: BundleShadowTrainer,
-        output_dir: str | os.PathLike,
-        provider: str,
-        scenario: str = "",
-        score: str = "foreground_confidence",
         n_references: int = REFMODEL_REFERENCES,
         alpha: float = REFMODEL_ALPHA,
         margin: float = REFMODEL_MARGIN,
-        roi_size: Sequence[int] = (256, 256),
-        device: Any = "cpu",
-        cache_dir: str | os.PathLike | None = None,
         seed: int = 0,
-        overwrite: bool = False,
     ) -> None:
-        if score not in SCORE_NAMES:
-            raise ValueError(f"score must be one of {SCORE_NAMES}, got {score!r}")
         if n_references < 4 or n_references % 2:
             raise ValueError(
                 f"n_references={n_references}: the reference models come in pairs and the "
@@ -145,28 +124,24 @@ class SegmentationReferenceAudit:
                         f"{a} and {b} share patients {sorted(shared)[:5]}: a patient is a "
                         "member or not as a whole; keep these sets apart by patient"
                     )
-        self.network, self.target_ckpt = network, Path(target_ckpt)
+        self.setup = setup
         self.entries = {
             "query": list(query),
             "members": list(members),
             "nonmembers": list(nonmembers),
         }
         self.population = [*members, *nonmembers]
-        self.loading, self.trainer = loading, trainer
-        self.output_dir, self.provider, self.scenario = Path(output_dir), str(provider), scenario
-        self.score, self.n_references = score, int(n_references)
-        self.alpha, self.margin = alpha, margin
-        self.roi_size, self.device, self.cache_dir = tuple(roi_size), device, cache_dir
-        self.seed, self.overwrite = int(seed), bool(overwrite)
+        self.n_references, self.alpha, self.margin = int(n_references), alpha, margin
+        self.seed = int(seed)
 
     def outputs(self) -> list[Path]:
         names = ["refmodel.json", "refmodel_reference.json", "refmodel_report.html"]
-        return [self.output_dir / n for n in names]
+        return [self.setup.output_dir / n for n in names]
 
     @cached_property
     def data(self) -> dict[str, Any]:
         """Each role's slices, loaded once by the bundle's deterministic loading."""
-        return {role: labelled_slices(self.entries[role], self.loading) for role in ROLES}
+        return {role: self.setup.slices(self.entries[role]) for role in ROLES}
 
     def reference_sets(self) -> list[list[dict[str, Any]]]:
         """The reference models' training entries: pair j (models 2j, 2j + 1) trains on
@@ -178,25 +153,16 @@ class SegmentationReferenceAudit:
 
     def _logits(self, model: nn.Module) -> dict[str, tuple[list[str], np.ndarray]]:
         """Role -> (patients, the model's per-patient logits)."""
-        out = {}
-        for role in ROLES:
-            scores = score_model(
-                model,
-                self.data[role],
-                roi_size=self.roi_size,
-                device=self.device,
-                cache_dir=self.cache_dir,
-            )
-            out[role] = patient_logits(scores, self.score)
-        return out
+        scores = {role: self.setup.scores(model, self.data[role]) for role in ROLES}
+        return {role: patient_logits(scores[role], self.setup.score) for role in ROLES}
 
     def fit_reference(self) -> RefModelReference:
         """Train (or reuse) the reference models and record, for every patient, the
         logits of the models of each pair that never trained on it."""
         per_model, trained = [], []
         for k, entries in enumerate(self.reference_sets()):
-            path = self.trainer.train(entries, f"reference model {k + 1}/{self.n_references}")
-            per_model.append(self._logits(load_weights(self.network(), path, self.device)))
+            model = self.setup.train(entries, f"reference model {k + 1}/{self.n_references}")
+            per_model.append(self._logits(model))
             trained.append({e["patient"] for e in entries})
         patients = {role: per_model[0][role][0] for role in ROLES}
         phi = {
@@ -221,12 +187,11 @@ class SegmentationReferenceAudit:
 
     def run(self) -> AuditResult:
         """Train the reference models, score every patient, audit, write the outputs."""
-        check_outputs(*self.outputs(), overwrite=self.overwrite)
+        setup = self.setup
+        check_outputs(*self.outputs(), overwrite=setup.overwrite)
         reference = self.fit_reference()
-        model = load_weights(self.network(), self.target_ckpt, self.device)
-        target = {role: phi for role, (_, phi) in self._logits(model).items()}
-        label = f"provider {self.provider}" + (f", {self.scenario}" if self.scenario else "")
-        result = reference.audit(target, label=label, seed=self.seed)
+        target = {role: phi for role, (_, phi) in self._logits(setup.load()).items()}
+        result = reference.audit(target, label=setup.label, seed=self.seed)
         patients = {role: len(reference.hashes[role]) for role in ROLES}
         result = result.adding(
             sizes={
@@ -234,25 +199,25 @@ class SegmentationReferenceAudit:
                 "reference_patients": len({e["patient"] for e in self.population}),
             },
             details={
-                "score": self.score,
+                "score": setup.score,
                 "unit": "patient",
                 "patients": patients,
                 "reference_design": "paired",  # measured_error_rates' design
                 "references_per_patient": self.n_references // 2,
-                "scenario": self.scenario,
+                "scenario": setup.scenario,
             },
         )
-        result.save(self.output_dir / "refmodel.json", overwrite=self.overwrite)
+        result.save(setup.output_dir / "refmodel.json", overwrite=setup.overwrite)
         write_json(
-            self.output_dir / "refmodel_reference.json",
+            setup.output_dir / "refmodel_reference.json",
             jsonable(reference.to_dict()),
-            overwrite=self.overwrite,
+            overwrite=setup.overwrite,
         )
         write_report(
             [result],
-            self.output_dir / "refmodel_report.html",
-            title=f"Segmentation withdrawal audit (reference models): provider {self.provider}",
-            overwrite=self.overwrite,
+            setup.output_dir / "refmodel_report.html",
+            title=f"Segmentation withdrawal audit (reference models): provider {setup.provider}",
+            overwrite=setup.overwrite,
         )
         print(result.summary())
         return result
