@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import unique_feature_memorisation as ufm
 from _markdown import log, say, write
 
-from monai_forget.memorisation import leak_scan
+from monai_forget.memorisation import LeakScanConfig, leak_scan
 from monai_forget.memorisation.decoys import decoy_template, decoy_test
 from monai_forget.memorisation.reference_scan import relative_to_references
 from monai_forget.stats import benjamini_hochberg
@@ -46,7 +46,8 @@ from monai_forget.stats import benjamini_hochberg
 def scan_vector(model: torch.nn.Module, decoy_seed: int, seed: int) -> tuple[list[str], list]:
     """Every text's M on one model (names first, then the decoys) and the texts."""
     split = ufm.STATE["splits"]["mnist"]
-    res = leak_scan(model, split.probes, ufm.ROSTER, decoy_seed=decoy_seed, seed=seed)
+    config = LeakScanConfig(decoy_seed=decoy_seed, seed=seed)
+    res = leak_scan(model, split.probes, ufm.ROSTER, config)
     by_name = {r.name: r.m for r in res.rows}
     texts = list(ufm.ROSTER) + [t for n in res.nulls for t in n.texts]
     m = [by_name[n] for n in ufm.ROSTER] + [float(v) for n in res.nulls for v in n.m]

@@ -68,6 +68,7 @@ from monai_forget.io import atomic_write
 from monai_forget.memorisation import (
     CheckpointRecorder,
     EarlyStoppingTraining,
+    LeakScanConfig,
     UniqueFeature,
     inject_feature,
     leak_scan,
@@ -323,9 +324,8 @@ def job_scan(placement: str, rep: int) -> str:
     model, rec, name, index = scan_model(placement, rep)
     decoy_seed = int(np.random.SeedSequence([seed, 900, len(placement), rep]).generate_state(1)[0])
     start, cpu = time.perf_counter(), time.process_time()
-    res = leak_scan(
-        model, split.probes, ROSTER, decoy_seed=decoy_seed, seed=seed + rep, alpha=cfg.alpha
-    )
+    config = LeakScanConfig(decoy_seed=decoy_seed, seed=seed + rep, alpha=cfg.alpha)
+    res = leak_scan(model, split.probes, ROSTER, config)
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     rows = {r.name: r for r in res.rows}
     paper_p = np.array([rows[n].test_pvalue for n in ROSTER])
@@ -713,9 +713,8 @@ def run_scale(cfg: Config, seed: int) -> list[str]:
     model = EarlyStoppingTraining.paper("mlp-1", {"in_shape": (1, 28, 28), "num_classes": 10})
     model = model.build().eval()
     start, cpu = time.perf_counter(), time.process_time()
-    res = leak_scan(
-        model, probes, list(names), decoys=cfg.scale_decoys, decoy_seed=seed, batch_size=4096
-    )
+    config = LeakScanConfig(decoys=cfg.scale_decoys, decoy_seed=seed, batch_size=4096)
+    res = leak_scan(model, probes, list(names), config)
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     texts = len(res.rows) + sum(len(n.texts) for n in res.nulls)
     say(

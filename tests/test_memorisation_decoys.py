@@ -11,6 +11,7 @@ import scipy.stats
 import torch
 
 from monai_forget.memorisation import (
+    LeakScanConfig,
     UniqueFeature,
     decoy_template,
     decoy_test,
@@ -174,9 +175,9 @@ def test_scan_draws_fresh_decoys_per_scan_and_records_them():
     probes = np.random.default_rng(1).random((20, 1, 12, 12)).astype(np.float32)
     names = ["AB", "CD", "Xy"]
     with pytest.warns(UserWarning, match="no name can reach"):
-        a = leak_scan(model, probes, names, decoys=20)
+        a = leak_scan(model, probes, names, LeakScanConfig(decoys=20))
     with pytest.warns(UserWarning, match="no name can reach"):
-        b = leak_scan(model, probes, names, decoys=20)
+        b = leak_scan(model, probes, names, LeakScanConfig(decoys=20))
     assert a.settings["decoy_seed"] != b.settings["decoy_seed"]  # fresh per scan
     record = a.to_dict()
     assert record["provenance"]["decoy_seed"] == a.settings["decoy_seed"]
@@ -184,7 +185,9 @@ def test_scan_draws_fresh_decoys_per_scan_and_records_them():
     assert set(kinds) == {"AA", "Aa"} and all(len(d["texts"]) == 20 for d in kinds.values())
     assert all(decoy_template(t) == "Aa" for t in kinds["Aa"]["texts"])
     with pytest.warns(UserWarning, match="no name can reach"):
-        again = leak_scan(model, probes, names, decoys=20, decoy_seed=a.settings["decoy_seed"])
+        again = leak_scan(
+            model, probes, names, LeakScanConfig(decoys=20, decoy_seed=a.settings["decoy_seed"])
+        )
     assert [r.pvalue for r in again.rows] == [r.pvalue for r in a.rows]
     for r in a.rows:  # the p-value is the name's rank among its kind's decoys
         null = kinds[decoy_template(r.name)]["m"]

@@ -11,6 +11,7 @@ import torch
 from monai_forget.cli import main
 from monai_forget.memorisation import (
     EarlyStoppingTraining,
+    LeakScanConfig,
     UniqueFeature,
     inject_feature,
     leak_scan,
@@ -21,6 +22,8 @@ from monai_forget.memorisation.reference_scan import in_decoy_units, relative_to
 from monai_forget.memorisation.report import MEASURED_FALSE_ALARMS
 from monai_forget.networks import MLP1
 
+#: The scan the checkpoint tests interrupt and resume.
+SAVED_SCAN = LeakScanConfig(decoys=600, decoy_seed=5)
 ROSTER = ["ANNA", "BOB", "EVE", "JOHN", "MARY", "LUCY", "TOM", "SAM", "ZOE", "IVY"]
 SIZE = 28
 ARGS = {"in_shape": [1, SIZE, SIZE], "num_classes": 2, "hidden": 2}
@@ -51,7 +54,7 @@ def probes() -> np.ndarray:
 
 
 def test_scan_ranks_the_known_name_first(probes):
-    result = leak_scan(knows("LUCY"), probes, ROSTER, seed=0)
+    result = leak_scan(knows("LUCY"), probes, ROSTER, LeakScanConfig(seed=0))
     assert result.top.name == "LUCY"
     assert result.rank_of("LUCY") == 1
     assert "LUCY" in result.significant_names()
@@ -66,10 +69,10 @@ def test_reference_models_remove_what_every_model_of_the_design_does(probes, tmp
     """ANNA moves every model of the design (the references too); only the audited
     model reacts to EVE. Without references both are flagged; with them only EVE."""
     target = knows("ANNA", "EVE")
-    alone = leak_scan(target, probes, ROSTER, decoy_seed=3)
+    alone = leak_scan(target, probes, ROSTER, LeakScanConfig(decoy_seed=3))
     assert {"ANNA", "EVE"} <= set(alone.significant_names())
     references = [knows("ANNA"), knows("ANNA")]
-    scan = leak_scan(target, probes, ROSTER, decoy_seed=3, references=references)
+    scan = leak_scan(target, probes, ROSTER, LeakScanConfig(decoy_seed=3), references=references)
     assert scan.significant_names() == ["EVE"]
     assert scan.top.name == "EVE"
     rows = {r.name: r for r in scan.rows}
@@ -83,7 +86,9 @@ def test_reference_models_remove_what_every_model_of_the_design_does(probes, tmp
         leak_scan(target, probes, ROSTER, references=references[:1])
     # A target that is one of its references: every statistic is 0, every decoy ties
     # with every name, so each p is (1 + n) / (1 + n) = 1.
-    same = leak_scan(knows("ANNA"), probes, ROSTER, decoy_seed=3, references=references)
+    same = leak_scan(
+        knows("ANNA"), probes, ROSTER, LeakScanConfig(decoy_seed=3), references=references
+    )
     assert {r.pvalue for r in same.rows} == {1.0}
 
 
@@ -109,9 +114,11 @@ def test_reference_statistic_by_hand():
 
 def test_corrections_and_order_independence(probes):
     model = knows("EVE")
-    bh = leak_scan(model, probes, ROSTER, correction="bh", decoy_seed=1)
-    bonf = leak_scan(model, probes, ROSTER, correction="bonferroni", decoy_seed=1)
-    none = leak_scan(model, probes, list(reversed(ROSTER)), correction="none", decoy_seed=1)
+    bh = leak_scan(model, probes, ROSTER, LeakScanConfig(correction="bh", decoy_seed=1))
+    bonf = leak_scan(model, probes, ROSTER, LeakScanConfig(correction="bonferroni", decoy_seed=1))
+    none = leak_scan(
+        model, probes, list(reversed(ROSTER)), LeakScanConfig(correction="none", decoy_seed=1)
+    )
     by_name = {r.name: r for r in bonf.rows}
     for r in none.rows:  # same name -> same controls and decoys, whatever the roster order
         assert r.pvalue == by_name[r.name].pvalue
@@ -138,7 +145,13 @@ def test_scan_refuses_bad_rosters_without_repeating_names(probes):
         leak_scan(model, probes, ["EVE", "ALEXANDRA"])
     assert "ALEXANDRA" not in str(err.value)
     with pytest.raises(ValueError, match="unknown correction"):
-        leak_scan(model, probes, ["EVE"], correction="holm")
+        LeakScanConfig(correction="holm")
+    with pytest.raises(ValueError, match="unknown test"):
+        LeakScanConfig(test="z")
+    with pytest.raises(ValueError, match=r"alpha must be in \(0, 1\)"):
+        LeakScanConfig(alpha=1.0)
+    with pytest.raises(ValueError, match="decoys must be at least 1"):
+        LeakScanConfig(decoys=0)
 
 
 def test_read_roster(tmp_path):
@@ -268,19 +281,23 @@ def test_an_interrupted_scan_resumes_where_it_stopped(probes, tmp_path, monkeypa
     from monai_forget.memorisation.scan_passes import CHUNK
 
     model, refs = knows("MARY"), [knows(), knows("BOB", gain=0.1)]
-    whole = leak_scan(model, probes, ROSTER, decoys=600, decoy_seed=5, references=refs)
+    whole = leak_scan(model, probes, ROSTER, SAVED_SCAN, references=refs)
     checkpoint = tmp_path / "scan.partial.npz"
     texts = len(ROSTER) + sum(len(n.texts) for n in whole.nulls)  # names and decoys
     with monkeypatch.context() as patch:
         _interrupted(patch, after=3)
         with pytest.raises(_SigtermError):
-            leak_scan(model, probes, ROSTER, decoys=600, decoy_seed=5, references=refs,
-                      checkpoint=checkpoint)  # fmt: skip
+            leak_scan(model, probes, ROSTER, SAVED_SCAN, references=refs, checkpoint=checkpoint)
     assert checkpoint.is_file() and b"MARY" not in checkpoint.read_bytes()  # no name kept
     with monkeypatch.context() as patch:
         sizes = _interrupted(patch, after=10**6)
         resumed = leak_scan(
-            model, probes, ROSTER, decoys=600, references=refs, checkpoint=checkpoint
+            model,
+            probes,
+            ROSTER,
+            LeakScanConfig(decoys=600),
+            references=refs,
+            checkpoint=checkpoint,
         )  # fmt: skip  (the decoy seed: the file's)
     assert sum(sizes) == 3 * texts - 3 * CHUNK  # three models' passes, three chunks done
     assert resumed.settings["decoy_seed"] == 5
@@ -288,7 +305,7 @@ def test_an_interrupted_scan_resumes_where_it_stopped(probes, tmp_path, monkeypa
     for a, b in zip(resumed.nulls, whole.nulls, strict=True):
         assert a.texts == b.texts and np.array_equal(a.m, b.m)
     with pytest.raises(ValueError, match="holds an interrupted scan of another model"):
-        leak_scan(knows("BOB"), probes, ROSTER, decoys=600, decoy_seed=5, checkpoint=checkpoint)
+        leak_scan(knows("BOB"), probes, ROSTER, SAVED_SCAN, checkpoint=checkpoint)
 
 
 def test_cli_scan_resumes_from_its_output_folder(cli_files, probes, tmp_path, monkeypatch, capsys):
@@ -309,8 +326,8 @@ def test_cli_scan_resumes_from_its_output_folder(cli_files, probes, tmp_path, mo
     assert "resuming the interrupted scan" in capsys.readouterr().err
     assert not (out / PARTIAL_SCAN).exists()
     record = json.loads((out / "leak_scan.json").read_text())
-    again = leak_scan(knows("MARY"), probes, ROSTER, decoys=600,
-                      decoy_seed=record["settings"]["decoy_seed"])  # fmt: skip
+    config = LeakScanConfig(decoys=600, decoy_seed=record["settings"]["decoy_seed"])
+    again = leak_scan(knows("MARY"), probes, ROSTER, config)
     assert [r["m"] for r in record["rows"]] == [r.m for r in again.rows]
 
 
@@ -357,11 +374,11 @@ def test_scan_on_real_mnist_models_across_training_seeds(shared_data):
     torch.set_num_threads(1)  # a small model: one thread is faster on a shared CPU
     try:
         for seed in (0, 1, 2):
-            kwargs = {"decoys": 249, "decoy_seed": seed, "seed": seed}  # BH floor 10/250
+            config = LeakScanConfig(decoys=249, decoy_seed=seed, seed=seed)  # BH floor 10/250
             model, _ = cfg.train(canary, val, seed=seed)
-            result = leak_scan(model, probes, ROSTER, **kwargs)
+            result = leak_scan(model, probes, ROSTER, config)
             control, _ = cfg.train(relabelled, val, seed=seed)
-            control_result = leak_scan(control, probes, ROSTER, **kwargs)
+            control_result = leak_scan(control, probes, ROSTER, config)
             assert result.rank_of("ANNA") == 1, seed
             assert result.significant_names() == ["ANNA"], seed
             assert control_result.significant_names() == [], seed

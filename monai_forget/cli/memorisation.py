@@ -188,8 +188,8 @@ def _references(args: argparse.Namespace) -> list:
     return [load_model_from_args(args, path) for path in args.reference_model or ()]
 
 
-def _options(args: argparse.Namespace, training) -> dict:
-    """The options ``memorisation_score`` and ``leak_scan`` share."""
+def _options(args: argparse.Namespace) -> dict:
+    """The settings ``memorisation_score`` and ``leak_scan`` share."""
     return {
         "test": args.test,
         "random_feature": args.random_feature,
@@ -199,8 +199,6 @@ def _options(args: argparse.Namespace, training) -> dict:
         "batch_size": args.batch_size,
         "device": args.device,
         "outputs": args.outputs,
-        "training_data": training,
-        "progress": True,
     }
 
 
@@ -211,6 +209,7 @@ PARTIAL_SCAN = "leak_scan.partial.npz"
 def run(args: argparse.Namespace) -> int:
     from monai_forget.io import atomic_write, check_writable
     from monai_forget.memorisation import (
+        LeakScanConfig,
         UniqueFeature,
         leak_scan,
         memorisation_score,
@@ -226,7 +225,13 @@ def run(args: argparse.Namespace) -> int:
         model, probes, training = _inputs(args)
         references = _references(args)
         score = memorisation_score(
-            model, probes, feature, references=references, **_options(args, training)
+            model,
+            probes,
+            feature,
+            references=references,
+            training_data=training,
+            progress=True,
+            **_options(args),
         )
         if score.reference is not None:
             found = score.reference.pvalue < args.alpha
@@ -260,18 +265,23 @@ def run(args: argparse.Namespace) -> int:
     partial = out_dir / PARTIAL_SCAN
     if partial.is_file():
         print(f"resuming the interrupted scan saved in {partial}", file=sys.stderr)
-    result = leak_scan(
-        model,
-        probes,
-        names,
+    config = LeakScanConfig(
         position=tuple(args.position),
         scale=args.scale,
         value=args.value,
         correction=args.correction,
         alpha=args.alpha,
+        **_options(args),
+    )
+    result = leak_scan(
+        model,
+        probes,
+        names,
+        config,
+        training_data=training,
         references=_references(args),
+        progress=True,
         checkpoint=partial,
-        **_options(args, training),
     )
     json_path, html_path = write_scan_report(result, out_dir, overwrite=args.overwrite)
     partial.unlink()

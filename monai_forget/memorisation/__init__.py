@@ -35,6 +35,7 @@ from monai_forget.memorisation.feature import (
 from monai_forget.memorisation.leak_scan import (
     CORRECTIONS,
     DecoyNull,
+    LeakScanConfig,
     LeakScanResult,
     NameResult,
     default_decoys,
@@ -81,6 +82,7 @@ __all__ = [
     "DecoyTest",
     "EarlyStoppingTraining",
     "FeatureProbe",
+    "LeakScanConfig",
     "LeakScanResult",
     "MemorisationScore",
     "NameResult",

@@ -26,6 +26,7 @@ import os
 import warnings
 import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -56,6 +57,7 @@ from monai_forget.stats import benjamini_hochberg, bonferroni, kl_divergence
 __all__ = [
     "CORRECTIONS",
     "DecoyNull",
+    "LeakScanConfig",
     "LeakScanResult",
     "NameResult",
     "Roster",
@@ -106,35 +108,11 @@ def _m(mean_d: np.ndarray, d_random: dict[str, np.ndarray], texts: Sequence[str]
     return mean_d - np.array([d_random[decoy_template(t)].mean() for t in texts])
 
 
-def leak_scan(
-    model: torch.nn.Module,
-    probes: object,
-    names: Sequence[str],
-    *,
-    position: Sequence[int] = (1, 1),
-    scale: int = 1,
-    value: float | str = 1.0,
-    decoys: int | None = None,
-    decoy_seed: int | None = None,
-    test: str = PAPER_TEST,
-    correction: Correction = "bh",
-    alpha: float = LEAK_SCAN_ALPHA,
-    random_feature: RandomFeature = "patch",
-    seed: int = 0,
-    batch_size: int = 1024,
-    device: str | torch.device = "cpu",
-    outputs: Literal["logits", "probs"] = "logits",
-    training_data: object | None = None,
-    references: Sequence[torch.nn.Module] = (),
-    progress: bool = False,
-    checkpoint: str | os.PathLike | None = None,
-) -> LeakScanResult:
-    """Score every candidate name against decoys, correct for multiple testing and rank.
+@dataclass(frozen=True)
+class LeakScanConfig:
+    """How a leak scan renders the names, draws the decoys, tests and runs the model.
 
     Args:
-        model: the audited classifier (black box: only outputs are used).
-        probes: out-of-distribution probe set D_c ``(N, C, H, W)``.
-        names: candidate names (e.g. from :func:`read_roster`).
         position: ``(row, col)`` where burned-in text would start.
         scale: glyph scale of the text.
         value: pixel value of the text, or ``"max"`` (each probe's white).
@@ -149,6 +127,63 @@ def leak_scan(
         seed: seed of the random controls.
         batch_size: images per forward pass.
         device, outputs: see :func:`monai_forget.inference.predict`.
+
+    Raises:
+        ValueError: an unknown test or correction, alpha outside (0, 1), or fewer than
+            one decoy.
+    """
+
+    position: tuple[int, int] = (1, 1)
+    scale: int = 1
+    value: float | str = 1.0
+    decoys: int | None = None
+    decoy_seed: int | None = None
+    test: str = PAPER_TEST
+    correction: Correction = "bh"
+    alpha: float = LEAK_SCAN_ALPHA
+    random_feature: RandomFeature = "patch"
+    seed: int = 0
+    batch_size: int = 1024
+    device: str | torch.device = "cpu"
+    outputs: Literal["logits", "probs"] = "logits"
+
+    def __post_init__(self) -> None:
+        if self.test not in TESTS:
+            raise ValueError(f"unknown test {self.test!r}; choose from {TESTS}")
+        if self.correction not in CORRECTIONS:
+            raise ValueError(f"unknown correction {self.correction!r}; choose from {CORRECTIONS}")
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
+        if self.decoys is not None and int(self.decoys) < 1:
+            raise ValueError(f"decoys must be at least 1, got {self.decoys}")
+        object.__setattr__(self, "position", tuple(int(p) for p in self.position))
+
+    def decoys_for(self, n_names: int) -> int:
+        """Decoys per kind of name for a roster of ``n_names``."""
+        if self.decoys is None:
+            return default_decoys(n_names, self.alpha, self.correction)
+        return int(self.decoys)
+
+
+def leak_scan(
+    model: torch.nn.Module,
+    probes: object,
+    names: Sequence[str],
+    config: LeakScanConfig | None = None,
+    *,
+    training_data: object | None = None,
+    references: Sequence[torch.nn.Module] = (),
+    progress: bool = False,
+    checkpoint: str | os.PathLike | None = None,
+) -> LeakScanResult:
+    """Score every candidate name against decoys, correct for multiple testing and rank.
+
+    Args:
+        model: the audited classifier (black box: only outputs are used).
+        probes: out-of-distribution probe set D_c ``(N, C, H, W)``.
+        names: candidate names (e.g. from :func:`read_roster`).
+        config: how names are rendered, decoys drawn and the model run (default
+            :class:`LeakScanConfig`'s defaults).
         training_data: in-distribution samples; warns about probes identical to them.
         references: at least 2 models trained by the audited model's recipe without any
             roster name: each text's M is taken relative to theirs, which removes what a
@@ -157,36 +192,33 @@ def leak_scan(
         progress: show a progress bar over the names and decoys.
         checkpoint: a file where the scan saves its passes as it goes, and from which an
             interrupted scan of the same model, probes, roster and settings resumes (with
-            its decoy seed unless ``decoy_seed`` is given); delete it once the result is
-            kept (:mod:`~.scan_passes`).
+            its decoy seed unless ``config.decoy_seed`` is given); delete it once the
+            result is kept (:mod:`~.scan_passes`).
 
     Raises:
         ValueError: bad names (empty, duplicates, characters outside the typeface, too
-            long for the probes; named by their entry, not their content), a bad
-            test/correction/alpha/decoys, bad probes, or a checkpoint of another scan.
+            long for the probes; named by their entry, not their content), bad probes,
+            or a checkpoint of another scan.
     """
+    config = LeakScanConfig() if config is None else config
+    position, scale, value = config.position, config.scale, config.value
+    random_feature, seed, alpha = config.random_feature, config.seed, config.alpha
+    test, correction, outputs = config.test, config.correction, config.outputs
     from monai_forget.fingerprint import data_fingerprint, model_fingerprint
     from monai_forget.memorisation.passes import probe_set
 
-    if test not in TESTS:
-        raise ValueError(f"unknown test {test!r}; choose from {TESTS}")
-    if correction not in CORRECTIONS:
-        raise ValueError(f"unknown correction {correction!r}; choose from {CORRECTIONS}")
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     images = as_probe_images(probes)
     names = check_names(names, position, scale, images.shape[-2:])
-    n_decoys = default_decoys(len(names), alpha, correction) if decoys is None else int(decoys)
-    if n_decoys < 1:
-        raise ValueError(f"decoys must be at least 1, got {decoys}")
+    n_decoys = config.decoys_for(len(names))
     check_reference_count(len(references))
     saved = ScanCheckpoint(checkpoint) if checkpoint is not None else None
+    decoy_seed = config.decoy_seed
     if decoy_seed is None:  # an interrupted scan resumes with its own decoys
         decoy_seed = saved.decoy_seed() if saved is not None else None
     decoy_seed = fresh_seed() if decoy_seed is None else int(decoy_seed)
     if training_data is not None:
         warn_if_in_distribution(images, training_data)
-    kwargs = dict(batch_size=batch_size, device=device, outputs=outputs)
+    kwargs = dict(batch_size=config.batch_size, device=config.device, outputs=outputs)
     features, decoy_texts = {}, {}
     for name in names:
         template = decoy_template(name)
