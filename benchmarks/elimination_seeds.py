@@ -54,7 +54,7 @@ from monai_forget.fl.run import (
 )
 from monai_forget.fl.spec import Withdrawal, load_tensors
 from monai_forget.unlearning import forgetting_rate
-from monai_forget.unlearning.evaluation import accuracy, audit_calibration
+from monai_forget.unlearning.evaluation import AuditPlan, accuracy, audit_calibration
 from monai_forget.unlearning.retrain_reference import (
     INDISTINGUISHABLE,
     compare_with_retraining,
@@ -134,10 +134,7 @@ def one_seed(name: str, seed: int, work: Path, k: int, loaded: dict) -> dict:
                 Withdrawal(WITHDRAWN, ROUND, method, gen),
                 folder,
                 oracle=oracle,
-                auditors=(),
-                audit_before=False,
-                seed=seed,
-                cache_dir=cache,
+                plan=AuditPlan((), audit_before=False, seed=seed, cache_dir=cache),
             )
             after = outcome.run.global_model
             if before is None:

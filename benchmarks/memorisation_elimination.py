@@ -58,7 +58,7 @@ from monai_forget.fl.shadow import FedAvgShadowRecipe
 from monai_forget.fl.spec import FederatedConfig, Withdrawal
 from monai_forget.networks import MLP
 from monai_forget.unlearning import DummyGradientGenerator, MembershipOracle, forgetting_rate
-from monai_forget.unlearning.evaluation import WithdrawalEvaluation, evaluate_withdrawal
+from monai_forget.unlearning.evaluation import AuditPlan, WithdrawalEvaluation, evaluate_withdrawal
 from monai_forget.unlearning.scenario import Federation
 
 WITHDRAWN, REMAINING = "site-1", ("site-2", "site-3")
@@ -115,9 +115,7 @@ def withdraw(
         work,
         remaining=[REMAINING[0]],
         oracle=s.oracle,
-        audit_before=audit_before,
-        seed=s.config.seed,
-        cache_dir=cache,
+        plan=AuditPlan(audit_before=audit_before, seed=s.config.seed, cache_dir=cache),
     )
     outcome.evaluation.label = name
     before = outcome.run.model_before_withdrawal()
@@ -139,9 +137,7 @@ def retrain(s: Scenario, before: torch.nn.Module, work: Path, cache: Path) -> tu
         [REMAINING[0]],
         audit_recipe(s.config),
         oracle=s.oracle,
-        audit_before=False,
-        seed=s.config.seed,
-        cache_dir=cache,
+        plan=AuditPlan(audit_before=False, seed=s.config.seed, cache_dir=cache),
     )
     e.seconds.update({"flare_run": run.seconds, "elimination": run.seconds})
     return Row(name, e, agnostic_fr(s, before, run.global_model)), run.seconds

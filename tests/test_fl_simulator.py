@@ -28,6 +28,7 @@ pytest.importorskip(
 from monai_forget.fl.job import run_federated
 from monai_forget.fl.poc import clients_that_left, poc_failure
 from monai_forget.fl.run import DEFAULT_GENERATOR, acdc_federation, mlp_config, simulate_withdrawal
+from monai_forget.unlearning.evaluation import AuditPlan
 
 pytestmark = pytest.mark.fl  # pytest -m 'not fl' runs without NVIDIA FLARE
 
@@ -64,8 +65,9 @@ def test_secforget_on_flare_forgets_the_withdrawn_acdc_provider_only(
 
     withdrawal = Withdrawal("site-1", 7, "forsaken", DEFAULT_GENERATOR)
     outcome = simulate_withdrawal(
-        acdc, config, withdrawal, tmp_path / "fl", remaining=["site-2"], cache_dir=tmp_path / "c"
-    )
+        acdc, config, withdrawal, tmp_path / "fl", remaining=["site-2"],
+        plan=AuditPlan(cache_dir=tmp_path / "c"),
+    )  # fmt: skip
     run, evaluation = outcome.run, outcome.evaluation
 
     # The withdrawing client ran Protocol 1 in round 7 and sent it through FedAvg.

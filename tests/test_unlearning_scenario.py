@@ -244,7 +244,7 @@ def test_withdrawal_evaluation_runs_the_reference_model_auditor(tmp_path) -> Non
     other than the one audited (site-1's own data as a known member would overlap the
     query and be refused)."""
     from monai_forget.data import load_digits
-    from monai_forget.unlearning.evaluation import evaluate_withdrawal
+    from monai_forget.unlearning.evaluation import AuditPlan, evaluate_withdrawal
 
     fed = build_federation(
         load_digits(), per_client=120, calibration_size=120, test_size=200, shadow_size=200
@@ -268,7 +268,7 @@ def test_withdrawal_evaluation_runs_the_reference_model_auditor(tmp_path) -> Non
     before, after = trained("site-1", "site-2", "site-3"), trained("site-2", "site-3")
     evaluation = evaluate_withdrawal(
         "retraining", before, after, fed, "site-1", ["site-2"], recipe,
-        oracle=oracle, auditors=("refmodel",), cache_dir=tmp_path,
+        oracle=oracle, plan=AuditPlan(("refmodel",), cache_dir=tmp_path),
     )  # fmt: skip
     assert set(evaluation.audits) == {
         ("before", "site-1", "refmodel"),
@@ -301,7 +301,7 @@ def test_withdrawal_evaluation_runs_the_reference_model_auditor(tmp_path) -> Non
     with pytest.raises(ValueError, match="needs known members"):
         evaluate_withdrawal(
             "x", before, after, two, "site-1", ["site-2"], recipe,
-            oracle=oracle, auditors=("refmodel",), audit_before=False,
+            oracle=oracle, plan=AuditPlan(("refmodel",), audit_before=False),
         )  # fmt: skip
 
 
@@ -334,3 +334,13 @@ def test_reference_model_roles_hold_no_copy_of_a_scored_image() -> None:
     for i in range(3):
         for j in range(i + 1, 3):
             assert not set(hashes[i]) & set(hashes[j]), (i, j)
+
+
+def test_an_audit_plan_refuses_an_unknown_auditor_before_any_training() -> None:
+    """The plan is checked where it is built, so a federated run never trains for
+    minutes and then fails on a misspelt auditor."""
+    from monai_forget.unlearning.evaluation import AuditPlan
+
+    with pytest.raises(ValueError, match=r"unknown auditors \['lira'\]; choose from"):
+        AuditPlan(("ks", "lira"))
+    assert AuditPlan(["refmodel"]).auditors == ("refmodel",)

@@ -218,6 +218,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         simulate_withdrawal,
     )
     from monai_forget.fl.spec import Withdrawal
+    from monai_forget.unlearning.evaluation import AuditPlan
 
     out = Path(args.out)
     check_outputs(out, args.overwrite)  # before any data is read or model trained
@@ -274,10 +275,9 @@ def run_simulate(args: argparse.Namespace) -> int:
             withdrawal,
             out / "workspace",
             remaining=[args.remaining] if args.remaining else None,
-            auditors=args.auditors,
-            seed=args.seed,
-            device=args.device,
-            cache_dir=out / "cache",
+            plan=AuditPlan(
+                args.auditors, seed=args.seed, device=args.device, cache_dir=out / "cache"
+            ),
             backend=args.backend,
             retrained=args.retrained,
         )

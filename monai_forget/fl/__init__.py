@@ -45,10 +45,12 @@ from monai_forget.fl.spec import (
     load_tensors,
     save_tensors,
 )
+from monai_forget.unlearning.evaluation import AuditPlan
 
 __all__ = [
     "DEFAULT_GENERATOR",
     "WITHDRAWAL_METHODS",
+    "AuditPlan",
     "DeploymentError",
     "FedAvgShadowRecipe",
     "FederatedClient",

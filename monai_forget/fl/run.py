@@ -28,7 +28,7 @@ from monai_forget.fl.outcome import WithdrawalOutcome
 from monai_forget.fl.shadow import FedAvgShadowRecipe
 from monai_forget.fl.spec import FederatedConfig, Withdrawal
 from monai_forget.shadow import SupervisedRecipe
-from monai_forget.unlearning.evaluation import evaluate_withdrawal
+from monai_forget.unlearning.evaluation import AuditPlan, evaluate_withdrawal
 from monai_forget.unlearning.oracle import MembershipOracle
 from monai_forget.unlearning.retrain_reference import compare_with_retraining, retrained_models
 from monai_forget.unlearning.scenario import (
@@ -234,11 +234,7 @@ def simulate_withdrawal(
     *,
     remaining: Sequence[str] | None = None,
     oracle: MembershipOracle | None = None,
-    auditors: Sequence[str] = ("ks", "ema"),
-    audit_before: bool = True,
-    seed: int = 0,
-    device: str | torch.device = "cpu",
-    cache_dir: str | Path | None = None,
+    plan: AuditPlan | None = None,
     backend: str = "simulator",
     retrained: int = 0,
 ) -> WithdrawalOutcome:
@@ -251,12 +247,8 @@ def simulate_withdrawal(
         workspace: The FLARE workspace (job files, client records, logs).
         remaining: Providers audited as controls (default: the first one that stays).
         oracle: A fitted oracle (default: :func:`federated_oracle`).
-        auditors: ``"ks"`` and/or ``"ema"``.
-        audit_before: Also audit the model before the withdrawal on the withdrawn
-            provider.
-        seed: Seeds shadows and splits.
-        device: Torch device for the measurement.
-        cache_dir: Shadow and prediction cache.
+        plan: The auditors, their seed, device and cache (default
+            :class:`~monai_forget.unlearning.evaluation.AuditPlan`'s: K-S and EMA).
         backend: ``"simulator"`` or ``"poc"`` (see :func:`~monai_forget.fl.job.run_federated`).
         retrained: k >= 3 models retrained by FedAvg without the provider (seeds
             ``1000 + seed``, ...) to compare the final model with, and whose forgetting
@@ -281,11 +273,15 @@ def simulate_withdrawal(
             f"{retrained} retrained models: the spread of retraining needs at least 3 (or 0 "
             "to skip the comparison)"
         )
+    plan = AuditPlan() if plan is None else plan
+    seed, device = plan.seed, plan.device
     run = run_federated(
         federation.clients, config, workspace, withdrawal=withdrawal, backend=backend
     )
     if oracle is None:
-        oracle = federated_oracle(federation, config, seed=seed, device=device, cache_dir=cache_dir)
+        oracle = federated_oracle(
+            federation, config, seed=seed, device=device, cache_dir=plan.cache_dir
+        )
     evaluation = evaluate_withdrawal(
         withdrawal.method,
         run.model_before_withdrawal(),
@@ -295,11 +291,7 @@ def simulate_withdrawal(
         remaining,
         audit_recipe(config),
         oracle=oracle,
-        auditors=auditors,
-        audit_before=audit_before,
-        seed=seed,
-        device=device,
-        cache_dir=cache_dir,
+        plan=plan,
     )
     evaluation.seconds.update(
         {"flare_run": run.seconds, "elimination": float(run.record.get("seconds", 0.0))}

@@ -27,6 +27,7 @@ from torch import nn
 from monai_forget.audit import AuditResult, EMAAuditor, KSAuditor, ReferenceModelAuditor
 from monai_forget.data import LabelledImages, concat
 from monai_forget.data.overlap import without_overlap
+from monai_forget.defaults import DEVICE, SEED
 from monai_forget.inference import predict
 from monai_forget.results import Result
 from monai_forget.shadow import Recipe
@@ -35,9 +36,45 @@ from monai_forget.unlearning.oracle import MembershipOracle
 from monai_forget.unlearning.rate import ForgettingRate, forgetting_rate
 from monai_forget.unlearning.scenario import Federation
 
-__all__ = ["WithdrawalEvaluation", "accuracy", "audit_calibration", "evaluate_withdrawal"]
+__all__ = [
+    "AuditPlan",
+    "WithdrawalEvaluation",
+    "accuracy",
+    "audit_calibration",
+    "evaluate_withdrawal",
+]
 
 AUDITORS = {"ks": KSAuditor, "ema": EMAAuditor, "refmodel": ReferenceModelAuditor}
+
+
+@dataclass(frozen=True)
+class AuditPlan:
+    """How a withdrawal is measured: which auditors run, on which models, and how their
+    shadow or reference models (and the default oracle) are trained.
+
+    Args:
+        auditors: Which auditors to run (``"ks"``, ``"ema"``, ``"refmodel"``).
+        audit_before: Also audit the model before the withdrawal on the withdrawn
+            provider.
+        seed: Seeds shadow training and splits.
+        device: Torch device.
+        cache_dir: Shadow and prediction cache.
+
+    Raises:
+        ValueError: an unknown auditor.
+    """
+
+    auditors: tuple[str, ...] = ("ks", "ema")
+    audit_before: bool = True
+    seed: int = SEED
+    device: str | torch.device = DEVICE
+    cache_dir: str | Path | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "auditors", tuple(self.auditors))
+        unknown = set(self.auditors) - set(AUDITORS)
+        if unknown:
+            raise ValueError(f"unknown auditors {sorted(unknown)}; choose from {sorted(AUDITORS)}")
 
 
 def accuracy(model: nn.Module, data: LabelledImages, device: str | torch.device = "cpu") -> float:
@@ -109,11 +146,7 @@ def evaluate_withdrawal(
     recipe: Recipe,
     *,
     oracle: MembershipOracle | None = None,
-    auditors: Sequence[str] = ("ks", "ema"),
-    audit_before: bool = True,
-    seed: int = 0,
-    device: str | torch.device = "cpu",
-    cache_dir: str | Path | None = None,
+    plan: AuditPlan | None = None,
 ) -> WithdrawalEvaluation:
     """Measure a withdrawal of ``withdrawn`` from ``before`` to ``after``.
 
@@ -128,15 +161,10 @@ def evaluate_withdrawal(
         oracle: A fitted membership oracle; if ``None``, fitted here on
             ``federation.shadow`` (and ``federation.shadow_nonmembers`` when the split
             is by patient).
-        auditors: Which auditors to run (``"ks"``, ``"ema"``, ``"refmodel"``).
-        audit_before: Also audit ``before`` on the withdrawn provider.
-        seed: Seeds shadow training and splits.
-        device: Torch device.
-        cache_dir: Shadow and prediction cache.
+        plan: The auditors and their settings (default :class:`AuditPlan`'s).
     """
-    unknown = set(auditors) - set(AUDITORS)
-    if unknown:
-        raise ValueError(f"unknown auditors {sorted(unknown)}; choose from {sorted(AUDITORS)}")
+    plan = AuditPlan() if plan is None else plan
+    seed, device, cache_dir = plan.seed, plan.device, plan.cache_dir
     if oracle is None:
         oracle = MembershipOracle(recipe, seed=seed, device=device, cache_dir=cache_dir)
         if federation.shadow_nonmembers is not None:
@@ -152,11 +180,11 @@ def evaluate_withdrawal(
         probs = predict(model, query, device=device).probs
         result.degree[stage] = float(forgetting_degree(probs).mean())
     options = {"recipe": recipe, "seed": seed, "device": device, "cache_dir": cache_dir}
-    plan = [("after", after, withdrawn)] + [("after", after, s) for s in remaining]
-    if audit_before:
-        plan.insert(0, ("before", before, withdrawn))
-    for stage, model, site in plan:
-        for name in auditors:
+    audited = [("after", after, withdrawn)] + [("after", after, s) for s in remaining]
+    if plan.audit_before:
+        audited.insert(0, ("before", before, withdrawn))
+    for stage, model, site in audited:
+        for name in plan.auditors:
             auditor = AUDITORS[name](**options)
             text = f"{label}: {stage} withdrawal, provider {site}"
             calibration = audit_calibration(name, federation, site, withdrawn)
