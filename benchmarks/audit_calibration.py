@@ -79,7 +79,7 @@ from monai_forget.audit.shift_check import SHIFT_LEVEL, ShiftCheck, shift_featur
 from monai_forget.data import concat, data_root, load_mnist_test, load_pneumoniamnist
 from monai_forget.inference import predict
 from monai_forget.shadow import ShadowTrainer
-from monai_forget.shadow.reference import reference_jobs
+from monai_forget.shadow.reference_jobs import reference_jobs
 
 DATASETS = {"mnist": "MNIST", "pneumoniamnist": "PneumoniaMNIST"}
 SHARES = (0.0, 0.1, 0.25, 0.5, 1.0)

@@ -64,9 +64,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _markdown import log, say, write
 
 from monai_forget.data import LabelledImages, data_root, load_mnist_test, load_pneumoniamnist
+from monai_forget.handlers import CheckpointRecorder
 from monai_forget.io import atomic_write
 from monai_forget.memorisation import (
-    CheckpointRecorder,
     EarlyStoppingTraining,
     LeakScanConfig,
     UniqueFeature,

@@ -36,7 +36,7 @@ LAYERS: dict[str, int] = {
     "acdc": 4,
     "audit": 5,
     "segmentation": 5,
-    "recipes": 5,
+    "recipe_files": 5,
     "dicom": 5,
     "memorisation": 5,
     "unlearning": 6,

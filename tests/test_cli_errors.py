@@ -351,7 +351,7 @@ def test_code_recipes_need_trust(files: Path, tmp_path: Path, capsys) -> None:
         line = one_line_error(capsys, audit(files, tmp_path / "o", recipe=recipe))
         assert "runs Python code" in line and "--trust-recipe" in line
     assert not marker.exists()  # nothing was evaluated
-    from monai_forget.recipes import load_recipe
+    from monai_forget.recipe_files import load_recipe
 
     assert load_recipe(bundle, allow_code=True).name.startswith("bundle:")  # trusted: accepted
     assert not marker.exists()

@@ -11,10 +11,9 @@ import torch
 from torch import nn
 
 from monai_forget.data import LabelledImages, load_digits
-from monai_forget.handlers import MemorisationTracker, UniqueFeatureMemorisation
+from monai_forget.handlers import CheckpointRecorder, MemorisationTracker, UniqueFeatureMemorisation
 from monai_forget.memorisation import (
     Checkpoint,
-    CheckpointRecorder,
     EarlyStoppingTraining,
     FeatureProbe,
     UniqueFeature,

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from monai_forget.data import LabelledImages, load_digits
-from monai_forget.recipes import load_recipe
+from monai_forget.recipe_files import load_recipe
 from monai_forget.shadow import (
     BundleRecipe,
     CallableRecipe,

@@ -204,7 +204,7 @@ def _auditor(args: argparse.Namespace, options: dict):
 def run(args: argparse.Namespace) -> int:
     from monai_forget.audit import write_report
     from monai_forget.io import check_writable
-    from monai_forget.recipes import load_recipe
+    from monai_forget.recipe_files import load_recipe
 
     out = Path(args.out)
     result_path = check_writable(out / "result.json", args.overwrite)

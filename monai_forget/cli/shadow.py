@@ -73,7 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_train(args: argparse.Namespace) -> int:
     """Handle ``shadow train``: print one line per job, trained or found in the cache."""
     from monai_forget.data import load_images
-    from monai_forget.recipes import load_recipe
+    from monai_forget.recipe_files import load_recipe
     from monai_forget.shadow import ShadowTrainer, reference_jobs
 
     trainer = ShadowTrainer(

@@ -3,20 +3,22 @@ writers of an evaluation's outputs (MONAI's naming: the ``X`` handler over the
 ``XMetric`` of :mod:`monai_forget.metrics`)."""
 
 from monai_forget.handlers.compliance import ComplianceError, ComplianceGate
-from monai_forget.handlers.memorisation import (
-    EpochScore,
-    MemorisationTracker,
-    UniqueFeatureMemorisation,
-)
-from monai_forget.handlers.withdrawal import (
+from monai_forget.handlers.evaluation_audits import (
     EMAPValue,
     KSCalibratedRatio,
     ReferenceModelAudit,
     batch_output,
 )
+from monai_forget.handlers.memorisation import (
+    CheckpointRecorder,
+    EpochScore,
+    MemorisationTracker,
+    UniqueFeatureMemorisation,
+)
 from monai_forget.handlers.writers import MetricsWriter, PredictionWriter
 
 __all__ = [
+    "CheckpointRecorder",
     "ComplianceError",
     "ComplianceGate",
     "EMAPValue",

@@ -3,6 +3,8 @@
 - :class:`UniqueFeatureMemorisation`: M over an evaluation of
   :class:`~monai_forget.memorisation.FeatureProbe` outputs (a MONAI metric handler).
 - :class:`MemorisationTracker`: M at every epoch end of training (Fig. 3c).
+- :class:`CheckpointRecorder`: the checkpoints TracInCP self-influence needs
+  (:func:`~monai_forget.memorisation.self_influence`, App. A.5).
 
 The paper's Figure 3c follows M over the epochs of training and finds that memorisation
 of a unique feature begins early, long before the validation loss stops improving.
@@ -15,7 +17,7 @@ across epochs), stores it in ``engine.state.metrics`` and logs it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,9 +28,10 @@ from monai.handlers.utils import from_engine
 from monai_forget.memorisation.feature import RandomFeature, UniqueFeature, as_probe_images
 from monai_forget.memorisation.score import MemorisationScore, memorisation_score
 from monai_forget.memorisation.significance import PAPER_TEST
+from monai_forget.memorisation.tracin import Checkpoint
 from monai_forget.metrics.memorisation import UniqueFeatureMemorisationMetric
 
-__all__ = ["EpochScore", "MemorisationTracker", "UniqueFeatureMemorisation"]
+__all__ = ["CheckpointRecorder", "EpochScore", "MemorisationTracker", "UniqueFeatureMemorisation"]
 
 _DEFAULT_OUTPUT = from_engine(["pred", "label"])
 
@@ -154,3 +157,39 @@ class MemorisationTracker:
         m = np.array([h.score.m for h in self.history], dtype=np.float64)
         p = np.array([h.score.pvalue for h in self.history], dtype=np.float64)
         return epochs, m, p
+
+
+class CheckpointRecorder:
+    """Ignite handler keeping TracInCP checkpoints (weights + learning rate) in memory.
+
+    Attach to a MONAI ``SupervisedTrainer``; at every ``every``-th epoch end it copies
+    the network's state dict, the optimiser's current learning rate (first parameter
+    group) and the epoch's mean training loss into :attr:`checkpoints`.
+    """
+
+    def __init__(self, every: int = 1) -> None:
+        if every < 1:
+            raise ValueError(f"every must be a positive number of epochs, got {every}")
+        self.every = every
+        self.checkpoints: list[Checkpoint] = []
+        self._loss_sum, self._count = 0.0, 0
+
+    def attach(self, engine) -> None:
+        from ignite.engine import Events
+
+        engine.add_event_handler(Events.ITERATION_COMPLETED, self._accumulate)
+        engine.add_event_handler(Events.EPOCH_COMPLETED(every=self.every), self)
+
+    def _accumulate(self, engine) -> None:
+        output = engine.state.output
+        if isinstance(output, Mapping) and "loss" in output:
+            n = len(output["label"]) if "label" in output else 1
+            self._loss_sum += float(torch.as_tensor(output["loss"]).detach()) * n
+            self._count += n
+
+    def __call__(self, engine) -> None:
+        state = {k: v.detach().cpu().clone() for k, v in engine.network.state_dict().items()}
+        lr = float(engine.optimizer.param_groups[0]["lr"])
+        loss = self._loss_sum / self._count if self._count else float("nan")
+        self._loss_sum, self._count = 0.0, 0
+        self.checkpoints.append(Checkpoint(state, lr, int(engine.state.epoch), loss))

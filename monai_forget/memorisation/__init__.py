@@ -9,7 +9,8 @@ features in neural networks", 2022).
   :class:`monai_forget.metrics.UniqueFeatureMemorisationMetric`,
   :class:`monai_forget.handlers.UniqueFeatureMemorisation` and
   :class:`monai_forget.handlers.MemorisationTracker`, M at each epoch, Fig. 3c).
-- :func:`self_influence`, :class:`CheckpointRecorder`: TracInCP self-influence (App. A.5).
+- :func:`self_influence`: TracInCP self-influence (App. A.5), from the checkpoints
+  :class:`monai_forget.handlers.CheckpointRecorder` keeps.
 - :func:`decoy_test`, :func:`draw_decoys`: the calibrated test of M, the feature ranked
   among decoys of its kind (exposure, Carlini et al. 2019).
 - :func:`reference_test`: M of the audited model against M of reference models trained
@@ -61,7 +62,6 @@ from monai_forget.memorisation.significance import (
 )
 from monai_forget.memorisation.tracin import (
     Checkpoint,
-    CheckpointRecorder,
     select_checkpoints,
     self_influence,
 )
@@ -77,7 +77,6 @@ __all__ = [
     "PAPER_TEST",
     "TESTS",
     "Checkpoint",
-    "CheckpointRecorder",
     "DecoyNull",
     "DecoyTest",
     "EarlyStoppingTraining",

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-__all__ = ["Checkpoint", "CheckpointRecorder", "select_checkpoints", "self_influence"]
+__all__ = ["Checkpoint", "select_checkpoints", "self_influence"]
 
 
 @dataclass(frozen=True)
@@ -51,42 +51,6 @@ class Checkpoint:
             raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
 
 
-class CheckpointRecorder:
-    """Ignite handler keeping TracInCP checkpoints (weights + learning rate) in memory.
-
-    Attach to a MONAI ``SupervisedTrainer``; at every ``every``-th epoch end it copies
-    the network's state dict, the optimiser's current learning rate (first parameter
-    group) and the epoch's mean training loss into :attr:`checkpoints`.
-    """
-
-    def __init__(self, every: int = 1) -> None:
-        if every < 1:
-            raise ValueError(f"every must be a positive number of epochs, got {every}")
-        self.every = every
-        self.checkpoints: list[Checkpoint] = []
-        self._loss_sum, self._count = 0.0, 0
-
-    def attach(self, engine) -> None:
-        from ignite.engine import Events
-
-        engine.add_event_handler(Events.ITERATION_COMPLETED, self._accumulate)
-        engine.add_event_handler(Events.EPOCH_COMPLETED(every=self.every), self)
-
-    def _accumulate(self, engine) -> None:
-        output = engine.state.output
-        if isinstance(output, Mapping) and "loss" in output:
-            n = len(output["label"]) if "label" in output else 1
-            self._loss_sum += float(torch.as_tensor(output["loss"]).detach()) * n
-            self._count += n
-
-    def __call__(self, engine) -> None:
-        state = {k: v.detach().cpu().clone() for k, v in engine.network.state_dict().items()}
-        lr = float(engine.optimizer.param_groups[0]["lr"])
-        loss = self._loss_sum / self._count if self._count else float("nan")
-        self._loss_sum, self._count = 0.0, 0
-        self.checkpoints.append(Checkpoint(state, lr, int(engine.state.epoch), loss))
-
-
 def select_checkpoints(
     checkpoints: Sequence[Checkpoint], n: int = 10, reduction: float = 0.95
 ) -> list[Checkpoint]:
@@ -105,7 +69,8 @@ def select_checkpoints(
     losses = np.array([c.train_loss for c in checkpoints], dtype=np.float64)
     if not np.isfinite(losses).all():
         raise ValueError(
-            "checkpoints lack their training loss; record them with CheckpointRecorder"
+            "checkpoints lack their training loss; record them with "
+            "monai_forget.handlers.CheckpointRecorder"
         )
     fall = losses[0] - losses.min()
     cut = int(np.argmax(losses[0] - losses >= reduction * fall)) if fall > 0 else 0

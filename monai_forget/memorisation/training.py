@@ -118,7 +118,7 @@ class EarlyStoppingTraining:
             seed: seeds the batch order; the caller seeds initialisation.
             device: where to train.
             handlers: extra handlers with ``attach(trainer)`` (e.g.
-                :class:`~monai_forget.memorisation.CheckpointRecorder`,
+                :class:`~monai_forget.handlers.CheckpointRecorder`,
                 :class:`~monai_forget.memorisation.MemorisationTracker`).
         """
         from ignite.engine import Events

@@ -3,7 +3,7 @@
 :class:`ShadowTrainer` trains a recipe on a :class:`~monai_forget.data.LabelledImages`
 with a seed and caches the weights by (recipe identity, data fingerprint, seed) under
 ``cache_dir/shadow/<key>.pt``, so an audit never trains the same model twice, and
-models trained elsewhere into a shared cache (see :mod:`monai_forget.shadow.reference`)
+models trained elsewhere into a shared cache (see :mod:`monai_forget.shadow.reference_jobs`)
 are only read. Each entry is read only if it still has the SHA-256 recorded when it was
 written, and trained under a lock, so two processes filling one cache never train the
 same model twice (:mod:`monai_forget.cache`).
