@@ -213,17 +213,7 @@ def welch_ttest(a: object, b: object, alternative: Alternative = "two-sided") ->
     Degenerate case (scipy gives NaN): both samples constant → same rule as
     :func:`student_ttest` (t = 0, p = 1 for equal values; else t = +/-inf, p = 0
     or 1 by alternative), and ``df`` is NaN because Welch-Satterthwaite is 0/0.
-
-    Args:
-        a: first 1-D sample, at least 2 finite values.
-        b: second 1-D sample, at least 2 finite values.
-        alternative: "two-sided", "less" (mean_a < mean_b) or "greater".
-
-    Returns:
-        TTestResult(statistic, pvalue, df).
-
-    Raises:
-        ValueError: fewer than 2 values, NaN/inf, or an unknown alternative.
+    Arguments, result and errors: as :func:`student_ttest`.
     """
     return _two_sample_t(a, b, alternative, pooled=False)
 

@@ -118,24 +118,18 @@ def _add_options(sim: argparse.ArgumentParser) -> None:
         "elimination update, forcible subtracts its accumulated contributions, natural "
         "sends nothing and lets the model forget (default %(default)s)",
     )
-    leave.add_argument(
-        "--iterations",
-        type=int,
-        default=FORSAKEN_GENERATOR["iterations"],
-        help="generator iterations E (default %(default)s)",
-    )
-    leave.add_argument(
-        "--drift-weight",
-        type=float,
-        default=FORSAKEN_GENERATOR["drift_weight"],
-        help="λ_r, weight of Eq. 4's change-from-original regulariser (default %(default)s)",
-    )
-    leave.add_argument(
-        "--step-weight",
-        type=float,
-        default=FORSAKEN_GENERATOR["step_weight"],
-        help="λ_s, weight of Eq. 4's step-length term (default %(default)s)",
-    )
+    generator = {
+        "iterations": (int, "generator iterations E"),
+        "drift_weight": (float, "λ_r, weight of Eq. 4's change-from-original regulariser"),
+        "step_weight": (float, "λ_s, weight of Eq. 4's step-length term"),
+    }
+    for name, (kind, text) in generator.items():
+        leave.add_argument(
+            "--" + name.replace("_", "-"),
+            type=kind,
+            default=FORSAKEN_GENERATOR[name],
+            help=f"{text} (default %(default)s)",
+        )
     leave.add_argument(
         "--remaining", default=None, help="remaining provider to audit (default: the first)"
     )
