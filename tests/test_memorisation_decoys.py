@@ -194,3 +194,41 @@ def test_scan_draws_fresh_decoys_per_scan_and_records_them():
         assert r.decoys_at_or_above == sum(m >= r.m for m in null)
         assert r.pvalue == (1 + r.decoys_at_or_above) / 21
         assert r.exposure == pytest.approx(-math.log2(r.pvalue))
+
+
+def _faker_names(length: int) -> set[str]:
+    """Every A-Z name of ``length`` letters in Faker's person providers, read here
+    independently of the package's pool."""
+    import importlib
+
+    from faker.config import AVAILABLE_LOCALES
+
+    found = set()
+    for locale in AVAILABLE_LOCALES:
+        try:
+            provider = importlib.import_module(f"faker.providers.person.{locale}").Provider
+        except ModuleNotFoundError:
+            continue
+        for attribute in ("first_names", "first_names_male", "first_names_female", "last_names"):
+            listed = provider.__dict__.get(attribute, ())
+            if isinstance(listed, (dict, list, tuple)):
+                found |= {n.upper() for n in listed if n.isascii() and n.isalpha()}
+    return {n for n in found if len(n) == length}
+
+
+def test_name_decoys_are_real_names_of_each_part_never_the_roster():
+    from monai_forget.memorisation.name_decoys import draw_name_decoys
+
+    four, three = _faker_names(4), _faker_names(3)
+    drawn = draw_name_decoys("Jane Roe", 300, 7, exclude=["jane roe", "Mary Ann"])
+    assert len(drawn) == len(set(drawn)) == 300
+    for text in drawn:
+        given, family = text.split(" ")
+        assert given.upper() in four and family.upper() in three, text
+        assert decoy_template(text) == "Aaaa Aaa", text
+    assert drawn == draw_name_decoys("Jane Roe", 300, 7, exclude=["jane roe", "Mary Ann"])
+    # Fewer 3-letter names than decoys asked for: all of them, less the roster, in order.
+    every = draw_name_decoys("EVE", 5000, 1, exclude=["eve", "BOB"])
+    assert set(every) == three - {"EVE", "BOB"} and every == sorted(every)
+    with pytest.raises(ValueError, match="digits have no name decoys"):
+        draw_name_decoys("R2D2", 10, 0)

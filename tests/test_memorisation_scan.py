@@ -112,6 +112,28 @@ def test_reference_statistic_by_hand():
         relative_to_references(target, references[:1], texts, 1)
 
 
+def test_name_decoys_carry_what_names_share(probes):
+    """A model that reacts to any text starting with AN saw no name. Random letters
+    rarely start with AN (1 in 676), real 4-letter names often do (about 1 in 90): among
+    letter decoys ANNA stands out, among name decoys it does not. Every decoy that starts
+    with AN ties with ANNA (the model sees only those two letters), so ANNA's count of
+    decoys at or above it is exactly the count of such decoys."""
+    model = knows("AN")
+    letters = leak_scan(model, probes, ROSTER, LeakScanConfig(decoy_seed=2))
+    names = leak_scan(model, probes, ROSTER, LeakScanConfig(decoy_seed=2, decoy_source="names"))
+    anna = {}
+    for result in (letters, names):
+        row = next(r for r in result.rows if r.name == "ANNA")
+        decoys = next(n for n in result.nulls if n.template == "AAAA").texts
+        assert row.decoys_at_or_above == sum(t.startswith("AN") for t in decoys)
+        anna[result.settings["decoy_source"]] = row.pvalue
+    assert anna["letters"] < anna["names"]
+    assert "ANNA" not in names.significant_names()
+    assert names.provenance["versions"]["faker"]
+    with pytest.raises(ValueError, match="unknown decoy source"):
+        LeakScanConfig(decoy_source="words")
+
+
 def test_corrections_and_order_independence(probes):
     model = knows("EVE")
     bh = leak_scan(model, probes, ROSTER, LeakScanConfig(correction="bh", decoy_seed=1))

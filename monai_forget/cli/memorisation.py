@@ -19,6 +19,7 @@ from monai_forget.cli.options import add_model_arguments, add_run_arguments, loa
 from monai_forget.defaults import (
     LEAK_SCAN_ALPHA,
     LEAK_SCAN_CORRECTIONS,
+    LEAK_SCAN_DECOY_SOURCES,
     MEMORISATION_ALPHA,
     MEMORISATION_PAPER_TEST,
     MEMORISATION_RANDOM_FEATURES,
@@ -142,6 +143,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         help="decoys per kind of name (length and letter case), drawn fresh per scan "
         "(default: at least 999, enough for one name to reach alpha after correction)",
+    )
+    scan.add_argument(
+        "--decoys-from",
+        choices=LEAK_SCAN_DECOY_SOURCES,
+        default=LEAK_SCAN_DECOY_SOURCES[0],
+        help="letters: random letters of each name's kind; names: real given and family "
+        "names of the same lengths and case (needs Faker) (default %(default)s)",
     )
     scan.add_argument(
         "--test",
@@ -271,6 +279,7 @@ def run(args: argparse.Namespace) -> int:
         value=args.value,
         correction=args.correction,
         alpha=args.alpha,
+        decoy_source=args.decoys_from,
         **_options(args),
     )
     result = leak_scan(

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from monai_forget.canary.font import TYPEFACE
-from monai_forget.defaults import LEAK_SCAN_ALPHA, LEAK_SCAN_CORRECTIONS
+from monai_forget.defaults import LEAK_SCAN_ALPHA, LEAK_SCAN_CORRECTIONS, LEAK_SCAN_DECOY_SOURCES
 from monai_forget.memorisation.decoys import decoy_template, decoy_test, draw_decoys, fresh_seed
 from monai_forget.memorisation.feature import (
     RandomFeature,
@@ -41,6 +41,7 @@ from monai_forget.memorisation.feature import (
     as_probe_images,
     warn_if_in_distribution,
 )
+from monai_forget.memorisation.name_decoys import draw_name_decoys, faker_version
 from monai_forget.memorisation.passes import (
     FeatureCarrying,
     predict_probs,
@@ -70,6 +71,7 @@ __all__ = [
 #: Bonferroni (family-wise error), or none.
 CORRECTIONS = LEAK_SCAN_CORRECTIONS
 Correction = Literal["bh", "bonferroni", "none"]
+DecoySource = Literal["letters", "names"]
 
 
 def default_decoys(n_names: int, alpha: float, correction: str) -> int:
@@ -119,6 +121,9 @@ class LeakScanConfig:
         decoys: decoys per kind of name (length and letter case); default
             :func:`default_decoys` (at least 999, enough for one name to reach alpha).
         decoy_seed: seed of the decoys; default a fresh one, recorded in the result.
+        decoy_source: ``"letters"`` (random letters of the name's kind, default) or
+            ``"names"`` (real given and family names of the same lengths and case,
+            :mod:`~monai_forget.memorisation.name_decoys`; needs Faker).
         test: the uncalibrated one-tailed test reported beside (default the paper's).
         correction: ``"bh"`` (Benjamini-Hochberg, default), ``"bonferroni"`` or ``"none"``.
         alpha: level for the adjusted calibrated p-values.
@@ -138,6 +143,7 @@ class LeakScanConfig:
     value: float | str = 1.0
     decoys: int | None = None
     decoy_seed: int | None = None
+    decoy_source: DecoySource = LEAK_SCAN_DECOY_SOURCES[0]
     test: str = PAPER_TEST
     correction: Correction = "bh"
     alpha: float = LEAK_SCAN_ALPHA
@@ -154,6 +160,10 @@ class LeakScanConfig:
             raise ValueError(f"unknown correction {self.correction!r}; choose from {CORRECTIONS}")
         if not 0 < self.alpha < 1:
             raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
+        if self.decoy_source not in LEAK_SCAN_DECOY_SOURCES:
+            raise ValueError(
+                f"unknown decoy source {self.decoy_source!r}; choose from {LEAK_SCAN_DECOY_SOURCES}"
+            )
         if self.decoys is not None and int(self.decoys) < 1:
             raise ValueError(f"decoys must be at least 1, got {self.decoys}")
         object.__setattr__(self, "position", tuple(int(p) for p in self.position))
@@ -219,12 +229,13 @@ def leak_scan(
     if training_data is not None:
         warn_if_in_distribution(images, training_data)
     kwargs = dict(batch_size=config.batch_size, device=config.device, outputs=outputs)
+    draw = draw_name_decoys if config.decoy_source == "names" else draw_decoys
     features, decoy_texts = {}, {}
     for name in names:
         template = decoy_template(name)
         if template not in features:
             features[template] = UniqueFeature.from_text(name, position, scale, value)
-            decoy_texts[template] = draw_decoys(
+            decoy_texts[template] = draw(
                 template, n_decoys, _rng(decoy_seed, template), exclude=names
             )
     texts = list(names) + [t for v in decoy_texts.values() for t in v]
@@ -316,6 +327,7 @@ def leak_scan(
         "typeface": TYPEFACE,
         "random_feature": random_feature,
         "decoys_per_kind": n_decoys,
+        "decoy_source": config.decoy_source,
         "decoy_seed": decoy_seed,
         "smallest_adjusted_pvalue": best,
         "references": len(references),
@@ -326,7 +338,10 @@ def leak_scan(
         "probes_fingerprint": probes_fingerprint,
         "seed": int(seed),
         "decoy_seed": decoy_seed,
-        "versions": package_versions(),
+        "versions": {
+            **package_versions(),
+            **({"faker": faker_version()} if config.decoy_source == "names" else {}),
+        },
     }
     return LeakScanResult(
         rows, test, correction, float(alpha), len(images), tuple(nulls), settings, provenance
