@@ -108,7 +108,8 @@ def main() -> int:
     cfg = ufm.FULL
     torch.set_num_threads(1)
     start = time.perf_counter()
-    ufm.init_worker(cfg, args.seed, str(Path(args.cache) / "full" / f"seed{args.seed}"))
+    cache = Path(args.cache) / "full" / f"seed{args.seed}"
+    ufm.init_worker(cfg, args.seed, ufm.Store(cache / "records", cache / "weights"))
     ufm.job_reference("mnist", "mlp-1")  # the top-influence images
 
     def scan_of(placement: str, rep: int) -> dict:

@@ -134,6 +134,17 @@ def test_name_decoys_carry_what_names_share(probes):
         LeakScanConfig(decoy_source="words")
 
 
+def test_a_kind_short_of_name_decoys_is_named_in_the_warning(probes):
+    """About 500 names have 3 letters: with 30 names and BH at 0.05 a 3-letter name needs
+    at least 599 decoys, while 4-letter names have enough; the warning says which kind."""
+    more = ["ADAM", "ALAN", "BILL", "CORA", "DAVE", "DICK", "ERIC", "FRED", "GINA", "GREG"]
+    roster = ROSTER + more + ["ABE", "AMY", "DAN", "GUS", "JAN", "KIM", "LEO", "MAX", "NED", "RAY"]
+    config = LeakScanConfig(decoy_seed=0, decoy_source="names")
+    with pytest.warns(UserWarning, match=r"no name of the kinds AAA \(\d+ decoys\) can reach"):
+        result = leak_scan(knows(), probes, roster, config)
+    assert {n.template: len(n.texts) for n in result.nulls}["AAAA"] == 999
+
+
 def test_corrections_and_order_independence(probes):
     model = knows("EVE")
     bh = leak_scan(model, probes, ROSTER, LeakScanConfig(correction="bh", decoy_seed=1))

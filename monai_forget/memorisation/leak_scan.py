@@ -311,12 +311,17 @@ def leak_scan(
     )
     factor = len(names) if correction in ("bh", "bonferroni") else 1
     best = min(1.0, factor / (min(len(n.texts) for n in nulls) + 1))
-    if best >= alpha:
+    short = [n for n in nulls if factor / (len(n.texts) + 1) >= alpha]
+    if short:
+        # name decoys run short for short names (e.g. about 500 of 3 letters): say which
+        kinds = ", ".join(f"{n.template} ({len(n.texts)} decoys)" for n in short)
+        every = len(short) == len(nulls)
         warnings.warn(
-            f"with {min(len(n.texts) for n in nulls)} decoys per kind of name and "
-            f"{len(names)} names, no name can reach {correction}-adjusted p < {alpha} "
-            f"(smallest possible {best:.3g}); pass decoys >= "
-            f"{default_decoys(len(names), alpha, correction)}",
+            f"with {len(names)} names, {'no name' if every else 'no name of the kinds'} "
+            f"{'' if every else kinds + ' '}can reach {correction}-adjusted p < {alpha} "
+            f"(smallest possible {min(1.0, factor / (min(len(n.texts) for n in short) + 1)):.3g}"
+            f"); pass decoys >= {default_decoys(len(names), alpha, correction)}"
+            + ("" if config.decoy_source == "letters" else " or random-letter decoys"),
             UserWarning,
             stacklevel=2,
         )
