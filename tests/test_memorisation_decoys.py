@@ -227,6 +227,10 @@ def test_name_decoys_are_real_names_of_each_part_never_the_roster():
         assert given.upper() in four and family.upper() in three, text
         assert decoy_template(text) == "Aaaa Aaa", text
     assert drawn == draw_name_decoys("Jane Roe", 300, 7, exclude=["jane roe", "Mary Ann"])
+    # A roster holding a fifth of the 3-letter names: 400 draws would meet it often.
+    roster = sorted(three)[::5]
+    drawn = draw_name_decoys("TOM", 400, 3, exclude=[r.lower() for r in roster])
+    assert len(drawn) == len(set(drawn)) == 400 and not set(drawn) & set(roster)
     # Fewer 3-letter names than decoys asked for: all of them, less the roster, in order.
     every = draw_name_decoys("EVE", 5000, 1, exclude=["eve", "BOB"])
     assert set(every) == three - {"EVE", "BOB"} and every == sorted(every)
