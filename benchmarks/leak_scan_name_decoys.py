@@ -10,6 +10,10 @@ same seeds, once per decoy source:
 - ``names``: real given and family names of the same length (Faker's per-locale lists,
   :mod:`monai_forget.memorisation.name_decoys`).
 
+The power each source leaves (``--series K --reps R``): a 4-letter roster name burned
+into K training images of one class (a patient's series), MLP-1 trained as the control
+models, scanned with both sources; detected = flagged and ranked first.
+
 On a control model every roster name's p-value should be uniform: measured as the share
 of (scan, name) pairs with p <= 0.05 and <= 0.01 (exact tests give at most 5 % and 1 %),
 a Kolmogorov-Smirnov test of all of them against the uniform distribution, the names
@@ -38,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import unique_feature_memorisation as ufm
 from _markdown import log, say, write
 
-from monai_forget.memorisation import LeakScanConfig, leak_scan
+from monai_forget.memorisation import LeakScanConfig, UniqueFeature, inject_feature, leak_scan
 from monai_forget.memorisation.name_decoys import faker_version
 
 SOURCES = ("letters", "names")
@@ -50,13 +54,34 @@ def wilson(k: int, n: int) -> str:
     return f"{k}/{n} ({100 * k / n:.1f} %; {100 * ci.low:.1f}-{100 * ci.high:.1f} %)"
 
 
-def scan(rep: int, source: str) -> dict:
-    """The control model ``rep`` scanned with ``source`` decoys (cached in the store)."""
+def series_model(series: int, rep: int):
+    """MLP-1 trained with a 4-letter roster name on ``series`` images of one class."""
+    seed = ufm.STATE["seed"]
+    split = ufm.STATE["splits"]["mnist"]
+    rng = np.random.default_rng([seed, 600, series, rep])
+    name = str(rng.choice([n for n in ufm.ROSTER if len(n) == 4]))
+    label = int(rng.integers(split.num_classes))
+    images = rng.choice(np.flatnonzero(split.train.labels == label), series, replace=False)
+    train, feature = split.train, UniqueFeature.from_text(name, (1, 1), 1, 1.0)
+    for index in images:
+        train = inject_feature(train, int(index), feature)
+    key = f"namedecoys/series{series}/{rep}"
+    model, _ = ufm.trained(key, "mlp-1", split, train, seed + 400 + rep)
+    return model, name
+
+
+def scan(rep: int, source: str, series: int = 0) -> dict:
+    """Control model ``rep`` (or the ``series`` model) scanned with ``source`` decoys
+    (cached in the store)."""
     store, seed, cfg = ufm.STATE["store"], ufm.STATE["seed"], ufm.STATE["cfg"]
-    key = f"namedecoys/control/{rep}/{source}"
+    arm = f"series{series}" if series else "control"
+    key = f"namedecoys/{arm}/{rep}/{source}"
     record = store.get(key)
     if record is None:
-        model, _, _, _ = ufm.scan_model("control", rep)
+        if series:
+            model, name = series_model(series, rep)
+        else:
+            (model, _, _, _), name = ufm.scan_model("control", rep), None
         decoy_seed = int(np.random.SeedSequence([seed, 901, rep]).generate_state(1)[0])
         config = LeakScanConfig(
             decoy_seed=decoy_seed, seed=seed + rep, alpha=cfg.alpha, decoy_source=source
@@ -64,6 +89,8 @@ def scan(rep: int, source: str) -> dict:
         start = time.perf_counter()
         res = leak_scan(model, ufm.STATE["splits"]["mnist"].probes, ufm.ROSTER, config)
         record = {
+            "name": name,
+            "rank": res.rank_of(name) if name else None,
             "p": {r.name: r.pvalue for r in res.rows},
             "flagged": res.significant_names(),
             "top": res.top.name,
@@ -110,6 +137,21 @@ def report(records: dict[str, list[dict]], args: argparse.Namespace, seconds: fl
             f"p = {ks.pvalue:.2g} | {wilson(sum(bool(r['flagged']) for r in rows), n)} | "
             f"{names or '-'} |"
         )
+    series = records.get("series", {})
+    if series:
+        say(
+            f"\nA 4-letter roster name burned into {args.series} training images of one "
+            "class (MLP-1, as the control models):\n"
+        )
+        say("| decoys | detected (flagged, ranked first) | ranked first | flagged |")
+        say("|---|---|---|---|")
+        for source in SOURCES:
+            rows = series[source]
+            first = [r["rank"] == 1 for r in rows]
+            flagged = [r["name"] in r["flagged"] for r in rows]
+            both = sum(a and b for a, b in zip(first, flagged, strict=True))
+            say(f"| {source} | {wilson(both, len(rows))} | {wilson(sum(first), len(rows))} | "
+                f"{wilson(sum(flagged), len(rows))} |")  # fmt: skip
     say()
     say(f"Wall time of this invocation: {seconds / 60:.1f} min (2 shared cores, one thread).")
     if args.out:
@@ -120,6 +162,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--controls", type=int, default=40, help="control models (no name)")
+    parser.add_argument("--series", type=int, default=10, help="images carrying the name")
+    parser.add_argument("--reps", type=int, default=0, help="models with a name (0: none)")
     parser.add_argument(
         "--cache", default=os.path.expanduser("~/.cache/monai_forget/unique_feature_memorisation")
     )
@@ -136,6 +180,14 @@ def main() -> int:
             records[source].append(record)
             log(f"control {rep} {source}: flagged {record['flagged']}, top {record['top']} "
                 f"({record['seconds']:.0f} s)")  # fmt: skip
+    if args.reps:
+        records["series"] = {source: [] for source in SOURCES}
+    for rep in range(args.reps):
+        for source in SOURCES:
+            record = scan(rep, source, args.series)
+            records["series"][source].append(record)
+            log(f"series {rep} {source}: {record['name']} rank {record['rank']}, flagged "
+                f"{record['flagged']}")  # fmt: skip
     report(records, args, time.perf_counter() - start)
     return 0
 
