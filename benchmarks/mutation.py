@@ -297,6 +297,20 @@ MUTANTS = (
         ("tests/test_memorisation_scan.py",),
     ),
     Mutant(
+        "leak scan config: alpha of 1 accepted",
+        "monai_forget/memorisation/leak_scan.py",
+        "        if not 0 < self.alpha < 1:",
+        "        if not 0 < self.alpha <= 1:",
+        ("tests/test_memorisation_scan.py",),
+    ),
+    Mutant(
+        "audit plan: an unknown auditor accepted",
+        "monai_forget/unlearning/evaluation.py",
+        "        unknown = set(self.auditors) - set(AUDITORS)",
+        "        unknown = set()",
+        ("tests/test_unlearning_scenario.py",),
+    ),
+    Mutant(
         "reference test: prediction interval without sqrt(1 + 1/n)",
         "monai_forget/memorisation/reference_test.py",
         "t = (float(m) - refs.mean()) / (refs.std(ddof=1) * np.sqrt(1 + 1 / n))",
