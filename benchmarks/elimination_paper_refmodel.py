@@ -22,9 +22,10 @@ reference models.
 
 Audited models: the never-withdrawn model ("before"), Forsaken (the generator's
 defaults, E = 10), Forsaken stopped at non-member confidence, and one model retrained
-from scratch without D_e. Right answers: on the withdrawn set, "not forgotten" for the
-never-withdrawn model and not "not forgotten" for the retrained one ("forgotten" where
-the audit has the power); on the remaining set, "not forgotten" for every model.
+from scratch without D_e. Wrong answers: "forgotten" for a set the model trained on (the
+withdrawn set of the never-withdrawn model, the remaining set of every model), "not
+forgotten" for the withdrawn set of the retrained model; "inconclusive" is never wrong,
+and its reason (with the size that would give the audit power) is printed.
 
 Run (after ``elimination_paper.py`` with the same ``--work``, or alone)::
 
@@ -117,13 +118,15 @@ def _outputs(model: torch.nn.Module, data) -> tuple[np.ndarray, np.ndarray]:
     return out.probs, out.labels
 
 
-def right(model: str, audited: str, decision: str) -> bool:
-    """The answer the data supports (module docstring)."""
-    if audited == "remaining" or model == "before":
+def wrong(model: str, audited: str, decision: str) -> bool | None:
+    """A decision the data contradicts: a member set called forgotten, or the retrained
+    model's withdrawn set called remembered; ``None`` where the truth is not known
+    (Forsaken on the withdrawn set: what it achieves is what is measured)."""
+    if model.startswith("forsaken") and audited == "withdrawn":
+        return None
+    if model == "retraining" and audited == "withdrawn":
         return decision == NOT_FORGOTTEN
-    if model == "retraining":
-        return decision != NOT_FORGOTTEN
-    return True  # Forsaken's: what is measured, no answer known in advance
+    return decision == FORGOTTEN
 
 
 def report(results: dict[int, dict], args: argparse.Namespace) -> None:
@@ -153,18 +156,22 @@ def report(results: dict[int, dict], args: argparse.Namespace) -> None:
             ]
             say(f"| {seed} | {model} | {' | '.join(cells)} |")
     say("\n## Counts over seeds\n")
-    say("| model | audited set | not forgotten | forgotten | inconclusive | right answer |")
-    say("|---|---|---|---|---|---|")
+    say("| model | audited set | truth | not forgotten | forgotten | inconclusive | wrong |")
+    say("|---|---|---|---|---|---|---|")
     for model in MODELS:
         for name in SETS:
             decisions = [results[seed]["audits"][(model, name)]["decision"] for seed in seeds]
             counts = [sum(d == k for d in decisions) for k in (NOT_FORGOTTEN, FORGOTTEN)]
             inconclusive = len(decisions) - sum(counts)
-            if model.startswith("forsaken") and name == "withdrawn":
-                verdict = "(measured)"
-            else:
-                verdict = f"{sum(right(model, name, d) for d in decisions)}/{len(seeds)}"
-            say(f"| {model} | {name} | {counts[0]} | {counts[1]} | {inconclusive} | {verdict} |")
+            marks = [wrong(model, name, d) for d in decisions]
+            truth = (
+                "measured" if marks[0] is None
+                else "not a member" if model == "retraining" and name == "withdrawn"
+                else "member"
+            )  # fmt: skip
+            errors = "-" if marks[0] is None else f"{sum(marks)}/{len(seeds)}"
+            say(f"| {model} | {name} | {truth} | {counts[0]} | {counts[1]} | {inconclusive} "
+                f"| {errors} |")  # fmt: skip
     say('\n## Why the auditor answered "inconclusive"\n')
     reasons: dict[str, list[str]] = {}
     for seed in seeds:
