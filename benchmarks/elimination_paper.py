@@ -471,14 +471,9 @@ def targets(results: dict, seeds: list[int]) -> None:
     )
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    parser.add_argument("--k", type=int, default=6, help="retrained models of the reference")
-    parser.add_argument("--rounds", type=int, default=25, help="FedAvg rounds")
-    parser.add_argument("--work", required=True, help="model cache (resumable)")
-    parser.add_argument("--out", default=None, help="also write the markdown here (atomic)")
-    args = parser.parse_args()
+def run_all(args: argparse.Namespace, run_seed, report) -> int:
+    """Load the MNIST test digits, run ``run_seed`` for every seed of ``args``, print the
+    ``report`` and write it to ``--out``."""
     if not (data_root() / "mnist").is_dir():
         print(f"MNIST not found under {data_root()}; set MONAI_FORGET_DATA", file=sys.stderr)
         return 1
@@ -488,6 +483,17 @@ def main() -> int:
     if args.out:
         write(args.out)
     return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--k", type=int, default=6, help="retrained models of the reference")
+    parser.add_argument("--rounds", type=int, default=25, help="FedAvg rounds")
+    parser.add_argument("--work", required=True, help="model cache (resumable)")
+    parser.add_argument("--out", default=None, help="also write the markdown here (atomic)")
+    args = parser.parse_args()
+    return run_all(args, run_seed, report)
 
 
 if __name__ == "__main__":

@@ -43,11 +43,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _markdown import log, say, write  # benchmarks/_markdown.py, next to this script
-from elimination_paper import RECIPE, USER_SIZE, federation, split
+from _markdown import log, say  # benchmarks/_markdown.py, next to this script
+from elimination_paper import RECIPE, USER_SIZE, federation, run_all, split
 
 from monai_forget.audit import ReferenceModelAuditor
-from monai_forget.data import concat, data_root, load_mnist_test
+from monai_forget.data import concat
 from monai_forget.fl.shadow import FedAvgShadowRecipe
 from monai_forget.inference import predict
 from monai_forget.unlearning import DummyGradientGenerator
@@ -190,15 +190,7 @@ def main() -> int:
     parser.add_argument("--work", required=True, help="model cache (shared with elimination_paper)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
-    if not (data_root() / "mnist").is_dir():
-        print(f"MNIST not found under {data_root()}; set MONAI_FORGET_DATA", file=sys.stderr)
-        return 1
-    digits = load_mnist_test()
-    results = {seed: run_seed(digits, seed, args) for seed in args.seeds}
-    report(results, args)
-    if args.out:
-        write(args.out)
-    return 0
+    return run_all(args, run_seed, report)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ Run::
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -160,19 +159,14 @@ def report(records: dict[str, list[dict]], args: argparse.Namespace, seconds: fl
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seed", type=int, default=0)
+    ufm.add_scan_options(parser)
     parser.add_argument("--controls", type=int, default=40, help="control models (no name)")
     parser.add_argument("--series", type=int, default=10, help="images carrying the name")
     parser.add_argument("--reps", type=int, default=0, help="models with a name (0: none)")
-    parser.add_argument(
-        "--cache", default=os.path.expanduser("~/.cache/monai_forget/unique_feature_memorisation")
-    )
-    parser.add_argument("--out", help="also write the report to this file")
     args = parser.parse_args()
     torch.set_num_threads(1)
     start = time.perf_counter()
-    cache = Path(args.cache) / "full" / f"seed{args.seed}"
-    ufm.init_worker(ufm.FULL, args.seed, ufm.Store(cache / "records", cache / "weights"))
+    ufm.init_cached(args)
     records: dict[str, list[dict]] = {source: [] for source in SOURCES}
     for rep in range(args.controls):
         for source in SOURCES:

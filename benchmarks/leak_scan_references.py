@@ -25,7 +25,6 @@ Run::
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -95,21 +94,16 @@ def outcome(p: np.ndarray, statistic: np.ndarray, name: str | None, alpha: float
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seed", type=int, default=0)
+    ufm.add_scan_options(parser)
     parser.add_argument("--references", type=int, default=8)
     parser.add_argument("--decoy-seed", type=int, default=7)
     parser.add_argument("--reps", type=int, default=10, help="name on a top-influence image")
     parser.add_argument("--controls", type=int, default=20, help="control models (no name)")
-    parser.add_argument(
-        "--cache", default=os.path.expanduser("~/.cache/monai_forget/unique_feature_memorisation")
-    )
-    parser.add_argument("--out", help="also write the report to this file")
     args = parser.parse_args()
     cfg = ufm.FULL
     torch.set_num_threads(1)
     start = time.perf_counter()
-    cache = Path(args.cache) / "full" / f"seed{args.seed}"
-    ufm.init_worker(cfg, args.seed, ufm.Store(cache / "records", cache / "weights"))
+    ufm.init_cached(args)
     ufm.job_reference("mnist", "mlp-1")  # the top-influence images
 
     def scan_of(placement: str, rep: int) -> dict:

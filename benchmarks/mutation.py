@@ -270,9 +270,9 @@ MUTANTS = (
     ),
     Mutant(
         "name decoys: the roster not excluded",
-        "monai_forget/memorisation/name_decoys.py",
-        "            if candidate.upper() not in excluded:",
-        "            if True:",
+        "monai_forget/memorisation/decoys.py",
+        "return draw_distinct(choices, n, rng, compose, lambda text: key(text) not in excluded)",
+        "return draw_distinct(choices, n, rng, compose, lambda text: True)",
         ("tests/test_memorisation_decoys.py",),
     ),
     Mutant(
@@ -285,8 +285,8 @@ MUTANTS = (
     Mutant(
         "leak scan: names drawn as letters whatever the source",
         "monai_forget/memorisation/leak_scan.py",
-        'draw = draw_name_decoys if config.decoy_source == "names" else draw_decoys',
-        "draw = draw_decoys",
+        "                source=config.decoy_source,",
+        '                source="letters",',
         ("tests/test_memorisation_scan.py",),
     ),
     Mutant(

@@ -181,6 +181,22 @@ def load_splits(cfg: Config, seed: int) -> dict[str, Split]:
 STATE: dict = {}
 
 
+def add_scan_options(parser: argparse.ArgumentParser) -> None:
+    """The options the scripts built on this one share: seed, model cache, report file."""
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--cache", default=os.path.expanduser("~/.cache/monai_forget/unique_feature_memorisation")
+    )
+    parser.add_argument("--out", help="also write the report to this file")
+
+
+def init_cached(args: argparse.Namespace) -> None:
+    """:func:`init_worker` on the full configuration, records and weights under
+    ``--cache``/full/seed<seed>; one torch thread."""
+    cache = Path(args.cache) / "full" / f"seed{args.seed}"
+    init_worker(FULL, args.seed, Store(cache / "records", cache / "weights"))
+
+
 def init_worker(cfg: Config, seed: int, store: Store) -> None:
     torch.set_num_threads(1)
     STATE.update(cfg=cfg, seed=seed, store=store, splits=load_splits(cfg, seed))

@@ -217,7 +217,8 @@ def _faker_names(length: int) -> set[str]:
 
 
 def test_name_decoys_are_real_names_of_each_part_never_the_roster():
-    from monai_forget.memorisation.name_decoys import draw_name_decoys
+    def draw_name_decoys(template, n, rng, exclude=()):
+        return draw_decoys(template, n, rng, exclude=exclude, source="names")
 
     four, three = _faker_names(4), _faker_names(3)
     drawn = draw_name_decoys("Jane Roe", 300, 7, exclude=["jane roe", "Mary Ann"])

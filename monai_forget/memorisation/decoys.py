@@ -24,7 +24,7 @@ from __future__ import annotations
 import itertools
 import math
 import string
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +37,7 @@ __all__ = [
     "decoy_template",
     "decoy_test",
     "draw_decoys",
+    "draw_distinct",
     "feature_decoys",
     "fresh_seed",
 ]
@@ -133,36 +134,62 @@ def draw_decoys(
     rng: np.random.Generator | int | None = None,
     *,
     exclude: Iterable[str] = (),
+    source: str = "letters",
 ) -> list[str]:
-    """``n`` distinct random texts of the kind ``template``, none of them in ``exclude``.
+    """``n`` distinct decoys of the kind ``template``, none of them in ``exclude``.
 
-    ``template`` is a text or its :func:`decoy_template`: every capital letter is drawn
-    uniformly from A-Z, every small letter from a-z, every digit from 0-9; spaces and
-    punctuation stay. Every text of the space is equally likely. When the space (minus
-    the excluded texts) holds at most ``n`` texts, all of them are returned in order
-    (e.g. the 25 other letters for the one-letter feature ``A``): the exact enumeration
-    of Carlini et al.'s exposure.
+    ``template`` is a text or its :func:`decoy_template`. With ``source="letters"`` every
+    capital letter is drawn uniformly from A-Z, every small letter from a-z, every digit
+    from 0-9; spaces and punctuation stay; every text of the space is equally likely.
+    With ``source="names"`` every run of letters is a real name of its length in its
+    letter case (:mod:`~monai_forget.memorisation.name_decoys`; ``exclude`` compared
+    without case). When the space (minus the excluded texts) holds at most ``n`` texts,
+    all of them are returned in order (e.g. the 25 other letters for the one-letter
+    feature ``A``): the exact enumeration of Carlini et al.'s exposure.
 
     Raises:
-        ValueError: an empty template, ``n`` below 1, or nothing left to draw.
+        ValueError: an empty template, ``n`` below 1, an unknown source, a template the
+            source cannot fill, or nothing left to draw.
     """
     template = decoy_template(template)
     if not template or n < 1:
         raise ValueError(f"decoys need a non-empty template and n >= 1, got {template!r}, {n}")
-    choices = [_CLASSES.get(c, c) for c in template]
-    excluded = {str(e) for e in exclude if len(str(e)) == len(template)}
+    if source == "names":
+        # the names module builds on this one: imported here, not at the top
+        from monai_forget.memorisation.name_decoys import name_space
+
+        choices, compose, key = name_space(template)
+    elif source == "letters":
+        choices, compose, key = [_CLASSES.get(c, c) for c in template], "".join, str
+    else:
+        raise ValueError(f"unknown decoy source {source!r}; choose 'letters' or 'names'")
+    excluded = {key(str(e)) for e in exclude if len(str(e)) == len(template)}
     if math.prod(len(c) for c in choices) - len(excluded) <= n:
-        found = ["".join(t) for t in itertools.product(*choices) if "".join(t) not in excluded]
+        found = [compose(t) for t in itertools.product(*choices)]
+        found = [t for t in found if key(t) not in excluded]
         if not found:
             raise ValueError(f"no decoy of the kind {template!r} is left once names are excluded")
         return found
+    return draw_distinct(choices, n, rng, compose, lambda text: key(text) not in excluded)
+
+
+def draw_distinct(
+    choices: Sequence[Sequence[str]],
+    n: int,
+    rng: np.random.Generator | int | None,
+    compose: Callable[[tuple[str, ...]], str],
+    allowed: Callable[[str], bool],
+) -> list[str]:
+    """``n`` distinct texts ``compose(picks)``, one uniform pick from each of ``choices``
+    per text, keeping only ``allowed`` ones, in the order drawn (the space must hold more
+    than ``n`` allowed texts)."""
     rng = np.random.default_rng(rng)
     drawn: dict[str, None] = {}  # an insertion-ordered set
     while len(drawn) < n:
         picks = [rng.integers(len(c), size=2 * (n - len(drawn))) for c in choices]
         for row in zip(*picks, strict=True):
-            text = "".join(c[i] for c, i in zip(choices, row, strict=True))
-            if text not in excluded:
+            text = compose(tuple(c[i] for c, i in zip(choices, row, strict=True)))
+            if allowed(text):
                 drawn.setdefault(text)
                 if len(drawn) == n:
                     break

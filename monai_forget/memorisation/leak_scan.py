@@ -41,7 +41,7 @@ from monai_forget.memorisation.feature import (
     as_probe_images,
     warn_if_in_distribution,
 )
-from monai_forget.memorisation.name_decoys import draw_name_decoys, faker_version
+from monai_forget.memorisation.name_decoys import faker_version
 from monai_forget.memorisation.passes import (
     FeatureCarrying,
     predict_probs,
@@ -229,14 +229,17 @@ def leak_scan(
     if training_data is not None:
         warn_if_in_distribution(images, training_data)
     kwargs = dict(batch_size=config.batch_size, device=config.device, outputs=outputs)
-    draw = draw_name_decoys if config.decoy_source == "names" else draw_decoys
     features, decoy_texts = {}, {}
     for name in names:
         template = decoy_template(name)
         if template not in features:
             features[template] = UniqueFeature.from_text(name, position, scale, value)
-            decoy_texts[template] = draw(
-                template, n_decoys, _rng(decoy_seed, template), exclude=names
+            decoy_texts[template] = draw_decoys(
+                template,
+                n_decoys,
+                _rng(decoy_seed, template),
+                exclude=names,
+                source=config.decoy_source,
             )
     texts = list(names) + [t for v in decoy_texts.values() for t in v]
     stamp = dict(position=position, scale=scale, value=value)

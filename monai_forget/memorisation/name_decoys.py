@@ -18,23 +18,18 @@ are written in A-Z), the population a roster's names come from:
   same Faker release (its version is recorded with the scan).
 
 Fewer names than decoys asked for (3-letter names: about 530) gives every one of them,
-in order, as the letter decoys enumerate a small space.
+in order, as the letter decoys enumerate a small space. Drawn by
+``draw_decoys(template, n, rng, exclude=roster, source="names")``.
 """
 
 from __future__ import annotations
 
 import importlib
-import itertools
-import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable
 from functools import cache
 
-import numpy as np
-
-from monai_forget.memorisation.decoys import decoy_template
-
-__all__ = ["draw_name_decoys", "faker_version", "name_pool"]
+__all__ = ["faker_version", "name_pool", "name_space"]
 
 #: The person providers' lists of names: given (any sex) and family names.
 _NAME_LISTS = ("first_names", "first_names_male", "first_names_female", "last_names")
@@ -78,31 +73,22 @@ def _cased(name: str, run: str) -> str:
     return "".join(c if k == "A" else c.lower() for c, k in zip(name, run, strict=True))
 
 
-def draw_name_decoys(
+def name_space(
     template: str,
-    n: int,
-    rng: np.random.Generator | int | None = None,
-    *,
-    exclude: Iterable[str] = (),
-) -> list[str]:
-    """``n`` distinct name decoys of the kind ``template`` (module docstring).
-
-    Args:
-        template: a text or its :func:`~.decoys.decoy_template` of letters (``A``/``a``),
-            spaces and punctuation.
-        n: decoys wanted (all there are when the names allow fewer).
-        rng: random generator or seed.
-        exclude: texts never drawn (the roster), compared without case.
+) -> tuple[list[tuple[str, ...]], Callable[[tuple[str, ...]], str], Callable[[str], str]]:
+    """The names that fill each run of letters of ``template`` (a
+    :func:`~.decoys.decoy_template`), how a pick of one per run becomes a text, and the
+    key texts are compared by (upper case): what :func:`~.decoys.draw_decoys` draws
+    from with ``source="names"``.
 
     Raises:
-        ValueError: ``n`` below 1, a template with digits or no letters, or a run of
-            letters no name has the length of.
+        ValueError: a template with digits or no letters, or a run of letters no name
+            has the length of.
     """
-    template = decoy_template(template)
-    if n < 1 or "0" in template or not _RUNS.search(template):
+    if "0" in template or not _RUNS.search(template):
         raise ValueError(
-            f"name decoys need n >= 1 and a template of letters (digits have no name "
-            f"decoys: use random-letter decoys), got {template!r}, {n}"
+            f"name decoys need a template of letters (digits have no name decoys: use "
+            f"random-letter decoys), got {template!r}"
         )
     pool = name_pool()
     runs = list(_RUNS.finditer(template))
@@ -115,31 +101,12 @@ def draw_name_decoys(
                 "random-letter decoys for this roster"
             )
         choices.append(names)
-    excluded = {str(e).upper() for e in exclude}
 
-    def text(picked: tuple[str, ...]) -> str:
+    def compose(picked: tuple[str, ...]) -> str:
         out, end = [], 0
         for run, name in zip(runs, picked, strict=True):
             out += [template[end : run.start()], _cased(name, run.group())]
             end = run.end()
         return "".join([*out, template[end:]])
 
-    if math.prod(len(c) for c in choices) <= n + len(excluded):
-        found = [text(p) for p in itertools.product(*choices)]
-        found = [t for t in found if t.upper() not in excluded]
-        if not found:
-            raise ValueError(
-                f"no name decoy of the kind {template!r} is left once the roster is excluded"
-            )
-        return found
-    rng = np.random.default_rng(rng)
-    drawn: dict[str, None] = {}  # an insertion-ordered set
-    while len(drawn) < n:
-        picks = [rng.integers(len(c), size=2 * (n - len(drawn))) for c in choices]
-        for row in zip(*picks, strict=True):
-            candidate = text(tuple(c[i] for c, i in zip(choices, row, strict=True)))
-            if candidate.upper() not in excluded:
-                drawn.setdefault(candidate)
-                if len(drawn) == n:
-                    break
-    return list(drawn)
+    return choices, compose, str.upper
