@@ -6,7 +6,8 @@ could have leaked (a CSV roster), but not whether any did. For every candidate n
 scan computes the black-box score M (Hartley & Tsaftaris 2022, Eq. 1) on the same
 out-of-distribution probes and ranks it among **decoys**: random texts of the same kind
 (length, letter case, typeface, scale, place) drawn fresh for the scan, which the model
-never saw (:mod:`~monai_forget.memorisation.decoys`; the exposure of Carlini et al.
+never saw: random letters by default, or real names (:mod:`~monai_forget.memorisation.
+decoys`, :mod:`~monai_forget.memorisation.name_decoys`; the exposure of Carlini et al.
 2019). The calibrated p-values are corrected over the roster (Benjamini-Hochberg by
 default, Bonferroni as an option) and the names ranked. The paper's t-test is reported
 beside them, uncalibrated. With reference models (``references``: the recipe trained
