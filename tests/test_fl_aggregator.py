@@ -16,8 +16,8 @@ from nvflare.app_common.abstract.fl_model import FLModel, ParamsType
 
 from monai_forget.data import load_digits
 from monai_forget.fl.aggregator import OrderedFedAvg
-from monai_forget.fl.job import run_federated
-from monai_forget.fl.spec import FederatedConfig
+from monai_forget.fl.job import check_contributions, run_federated
+from monai_forget.fl.spec import FederatedConfig, Withdrawal
 
 pytestmark = pytest.mark.fl  # pytest -m 'not fl' runs without NVIDIA FLARE
 
@@ -124,3 +124,23 @@ def test_a_seeded_federated_run_is_reproducible(tmp_path) -> None:
     first, second = (r.global_model.state_dict() for r in runs)
     for key in first:
         assert torch.equal(first[key], second[key]), key
+
+
+def test_a_client_whose_rounds_another_process_answered_is_refused(tmp_path) -> None:
+    """The mix-up seen once on a loaded machine: site-3 recorded no round (its tasks were
+    answered by site-1's process). The run is refused, naming the client and its rounds;
+    the withdrawing client owes updates only before its round."""
+    for name, rounds in (("site-1", 3), ("site-2", 3), ("site-3", 1)):
+        (tmp_path / name).mkdir()
+        for r in range(rounds):
+            (tmp_path / name / f"update_round_{r:03d}.pt").write_bytes(b"")
+    names = ("site-1", "site-2", "site-3")
+    with pytest.raises(RuntimeError, match=r"site-3: rounds 1, 2 \(client records") as info:
+        check_contributions(tmp_path, names, 3, None)
+    assert "site-1" not in str(info.value).split("(")[0]
+    check_contributions(tmp_path, names, 3, Withdrawal("site-3", 1))
+    with pytest.raises(RuntimeError, match="site-3: rounds 1 "):
+        check_contributions(tmp_path, names, 3, Withdrawal("site-3", 2))
+    (tmp_path / "site-2" / "update_round_000.pt").unlink()
+    with pytest.raises(RuntimeError, match="site-2: rounds 0"):
+        check_contributions(tmp_path, names, 3, Withdrawal("site-3", 1))

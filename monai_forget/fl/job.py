@@ -30,7 +30,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -273,6 +273,7 @@ def run_federated(
             f"{job_dir / 'clients'})"
         ) from err
     seconds = time.perf_counter() - start
+    check_contributions(job_dir / "clients", names, config.rounds, withdrawal)
     record = _read_record(job_dir, withdrawal)
     model = model_from_state(config, state)
     return FederatedRun(model, workspace, names, config, withdrawal, record, seconds, backend)
@@ -326,6 +327,40 @@ def _clear(workspace: Path) -> None:
         if target.exists():
             shutil.rmtree(target)
     workspace.mkdir(parents=True, exist_ok=True)
+
+
+def check_contributions(
+    clients_dir: Path, names: Sequence[str], rounds: int, withdrawal: Withdrawal | None
+) -> None:
+    """Refuse a run in which a client's own process did not answer each of its rounds.
+
+    Every client records each round it trains (``update_round_NNN.pt`` in its folder;
+    the withdrawing client only before its round). FLARE's simulator has been seen, on a
+    loaded machine, to serve one client's tasks from another client's process: that
+    process trains on its own data, so the global model is not this federation's, and
+    nothing else shows it.
+
+    Raises:
+        RuntimeError: a client without a record for a round it trained in, named with
+            the rounds and the remedy.
+    """
+    missing = {}
+    for name in names:
+        last = withdrawal.round if withdrawal is not None and withdrawal.client == name else rounds
+        wanted = range(min(last, rounds))
+        have = clients_dir / name
+        lost = [r for r in wanted if not (have / f"update_round_{r:03d}.pt").is_file()]
+        if lost:
+            missing[name] = lost
+    if missing:
+        named = "; ".join(f"{n}: rounds {', '.join(map(str, r))}" for n, r in missing.items())
+        raise RuntimeError(
+            f"no update was recorded by {named} (client records: {clients_dir}): those tasks "
+            "were not answered by the client's own process (FLARE's simulator can serve one "
+            "client's tasks from another client's process on a loaded machine), so the "
+            "global model is not this federation's. Run it again on a less loaded machine, "
+            "or with backend='poc' (one process per site)"
+        )
 
 
 def _read_record(job_dir: Path, withdrawal: Withdrawal | None) -> dict[str, Any]:
