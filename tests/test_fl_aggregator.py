@@ -18,6 +18,7 @@ from monai_forget.data import load_digits
 from monai_forget.fl.aggregator import OrderedFedAvg
 from monai_forget.fl.job import check_contributions, run_federated
 from monai_forget.fl.spec import FederatedConfig, Withdrawal
+from monai_forget.unlearning.baselines import fedavg
 
 pytestmark = pytest.mark.fl  # pytest -m 'not fl' runs without NVIDIA FLARE
 
@@ -124,6 +125,25 @@ def test_a_seeded_federated_run_is_reproducible(tmp_path) -> None:
     first, second = (r.global_model.state_dict() for r in runs)
     for key in first:
         assert torch.equal(first[key], second[key]), key
+    # Issue 35, item 4: it is the in-process FedAvg (the same initial model and client
+    # seeds); FLARE's aggregator averages in float64, ours in float32: equal to rounding.
+    with torch.random.fork_rng():
+        torch.manual_seed(config.seed)
+        model = config.recipe().build()
+    parts = list(clients.values())
+    fedavg(
+        model, parts, config.recipe(), config.rounds, seed=config.seed, device=torch.device("cpu")
+    )
+    in_process = model.state_dict()
+    assert in_process.keys() == first.keys()
+    for key in first:
+        torch.testing.assert_close(first[key], in_process[key], rtol=0, atol=1e-5)
+    # and not equal to a run with other client seeds: the comparison can fail
+    with torch.random.fork_rng():
+        torch.manual_seed(config.seed)
+        other = config.recipe().build()
+    fedavg(other, parts, config.recipe(), config.rounds, seed=config.seed + 1, device="cpu")
+    assert not torch.allclose(other.state_dict()["net.1.weight"], first["net.1.weight"], atol=1e-3)
 
 
 def test_a_client_whose_rounds_another_process_answered_is_refused(tmp_path) -> None:
