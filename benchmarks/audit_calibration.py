@@ -67,6 +67,7 @@ from withdrawal_audit_grid import MNIST_RECIPE, PNEUMONIA_RECIPE, _unique
 
 from monai_forget.audit import FORGOTTEN, INCONCLUSIVE, NOT_FORGOTTEN
 from monai_forget.audit.refmodel import (
+    RMIA_OFFLINE_A,
     MembershipCalibration,
     logit_confidence,
     refmodel_decision,
@@ -168,14 +169,17 @@ class Audit:
     member_shift_p: float  # the members' shift p-value: one per training
 
     @classmethod
-    def of(cls, run: dict[str, np.ndarray], target: int, seed: int) -> Audit:
-        """``target`` 0: trained on source A only; 1: also on part of source B."""
+    def of(
+        cls, run: dict[str, np.ndarray], target: int, seed: int, a: float = RMIA_OFFLINE_A
+    ) -> Audit:
+        """``target`` 0: trained on source A only; 1: also on part of source B; ``a``:
+        RMIA's coefficient (1 for reference models of the online setting)."""
         pools = {}
         for source in ("a", "b"):
             p = true_class_probability_all(run[f"probs_{source}"], run[f"labels_{source}"])
             # the product's score and shift check (RefModelReference.scores and .shift)
             pools[source] = (
-                rmia_scores(p[target], p[2:].mean(axis=0)),
+                rmia_scores(p[target], p[2:].mean(axis=0), a),
                 shift_features("rmia", p[2:], run[f"probs_{source}"][2:]),
                 run[f"labels_{source}"],
             )
@@ -253,22 +257,35 @@ def run_training(dataset: str, seed: int, args: argparse.Namespace) -> dict[str,
     if store.is_file():
         return json.loads(store.read_text())
     run = training(dataset, seed, Path(args.cache_dir), args.references)
-    audits = {0: Audit.of(run, 0, seed), 1: Audit.of(run, 1, seed)}
+    counts = count_cells(run, cells(dataset), seed, args.draws)
+    store.parent.mkdir(parents=True, exist_ok=True)
+    store.write_text(json.dumps(counts, indent=1))
+    log(f"{dataset} seed {seed}: cells done")
+    return counts
+
+
+def count_cells(
+    run: dict[str, np.ndarray],
+    wanted: list[tuple[str, float, int]],
+    seed: int,
+    draws: int,
+    a: float = RMIA_OFFLINE_A,
+) -> dict[str, dict]:
+    """Decision counts of the ``wanted`` cells over ``draws`` seeded D_Q draws each (the
+    draws depend only on the seed and the cell, so two arms see the same D_Q)."""
+    audits = {0: Audit.of(run, 0, seed, a), 1: Audit.of(run, 1, seed, a)}
     counts: dict[str, dict] = {}
-    for source, share, size in cells(dataset):
+    for source, share, size in wanted:
         audit = audits[1 if source.endswith("trained on it") else 0]
         rng = np.random.default_rng([seed, SHARES.index(share) if share in SHARES else 9, size])
         tally = {f"{m}|{d}": 0 for m in MARGINS for d in DECISIONS}
         covered = 0
-        for i in range(args.draws):
+        for i in range(draws):
             outcome = audit.decide(draw(source, share, size, audit, rng), seed=i)
             for margin, decision in outcome["decisions"].items():
                 tally[f"{margin}|{decision}"] += 1
             covered += outcome["upper"] >= share
-        counts[f"{source}|{share}|{size}"] = {**tally, "covered": covered, "draws": args.draws}
-    store.parent.mkdir(parents=True, exist_ok=True)
-    store.write_text(json.dumps(counts, indent=1))
-    log(f"{dataset} seed {seed}: cells done")
+        counts[f"{source}|{share}|{size}"] = {**tally, "covered": covered, "draws": draws}
     return counts
 
 

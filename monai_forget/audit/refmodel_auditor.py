@@ -3,10 +3,17 @@ the auditor controls, per-sample scores relative to them, and a set-level three-
 decision, and the share of D_Q still remembered with its upper bound
 (:mod:`~monai_forget.audit.refmodel` holds the statistics).
 
-Offline setting (LiRA offline, Carlini et al. 2022): no reference model ever trains on a
-sample that is scored (the query set D_Q, the known members and known non-members of
-the target), so the audit costs no training on D_Q, and its reference models can be
-reused for any query set.
+Two settings (Carlini et al. 2022, Sec. IV-C; Zarifzadeh et al. 2024, Sec. 3):
+
+- offline (the default): no reference model ever trains on a sample that is scored (the
+  query set D_Q, the known members and known non-members of the target), so the audit
+  costs no training on D_Q, and its reference models can be reused for any query set;
+- online: reference models 2j and 2j + 1 train on the two complementary halves of one
+  seeded split of the population together with every scored sample, so each scored
+  sample (D_Q included) is in exactly half of them, and D_Q and the known non-members
+  are treated alike. RMIA's ``Pr(x)`` is then the mean over all of them (half in, half
+  out) instead of the offline approximation. The cost: the reference models depend on
+  D_Q, so every query set trains its own.
 """
 
 from __future__ import annotations
@@ -37,6 +44,8 @@ from monai_forget.defaults import REFMODEL_ALPHA, REFMODEL_MARGIN
 __all__ = ["ReferenceModelAuditor"]
 
 MIN_REFERENCES = 2
+#: Where the reference models' training data stand to the scored samples (module docstring).
+SETTINGS: tuple[str, ...] = ("offline", "online")
 #: How errors name each role's set.
 _ROLE_NAMES = {
     "query": "the query set",
@@ -131,8 +140,12 @@ class ReferenceModelAuditor(ShadowAuditor):
             upper bound.
         margin: "forgotten" means the upper bound of the share of D_Q still remembered
             is below this (default 0.5, ``monai_forget.defaults.REFMODEL_MARGIN``).
-        score: the per-sample score, ``"rmia"`` (RMIA offline, the default) or
-            ``"lira"`` (LiRA offline, fixed variance).
+        score: the per-sample score, ``"rmia"`` (RMIA, the default) or ``"lira"`` (LiRA
+            offline, fixed variance).
+        setting: ``"offline"`` (the default) or ``"online"`` (module docstring: the
+            reference models train on pairs of complementary halves that include every
+            scored sample; RMIA only, an even ``n_references``, and new reference models
+            for every query set).
         workers: processes training reference models side by side (``None``: one per
             available core; see :meth:`~monai_forget.shadow.ShadowTrainer.train_many`).
             Reference model k is :func:`~monai_forget.shadow.reference_subset` job k, so
@@ -158,6 +171,7 @@ class ReferenceModelAuditor(ShadowAuditor):
     alpha: float = REFMODEL_ALPHA
     margin: float = REFMODEL_MARGIN
     score: str = "rmia"
+    setting: str = "offline"
     workers: int | None = None
     group_pattern: str | None = None
     roles_: dict[str, LabelledImages] = field(default_factory=dict, init=False, repr=False)
@@ -174,6 +188,7 @@ class ReferenceModelAuditor(ShadowAuditor):
         check_levels(self.alpha, self.margin)
         if self.score not in SCORES:
             raise ValueError(f"score must be one of {SCORES}, got {self.score!r}")
+        self._check_setting()
         if self.group_pattern is not None:
             try:
                 re.compile(self.group_pattern)
@@ -183,13 +198,39 @@ class ReferenceModelAuditor(ShadowAuditor):
                     r"e.g. 'patient\d+' groups the slices of each patient"
                 ) from err
 
+    def _check_setting(self) -> None:
+        if self.setting not in SETTINGS:
+            raise ValueError(f"setting must be one of {SETTINGS}, got {self.setting!r}")
+        if self.setting == "online" and self.score != "rmia":
+            raise ValueError(
+                f"the online setting is built for RMIA's score, not {self.score!r}: use "
+                "score='rmia', or the offline setting for LiRA"
+            )
+        if self.setting == "online" and self.n_references % 2:
+            raise ValueError(
+                f"n_references={self.n_references}: the online setting trains pairs of "
+                "reference models on complementary halves; give an even number, e.g. 8"
+            )
+
     def reference_sets(self, population: LabelledImages) -> tuple[list[LabelledImages], list[int]]:
-        """The training sets and seeds of the reference models (job k: seed + k)."""
+        """The training sets and seeds of the reference models (job k: seed + k).
+
+        Offline: job k's seeded ``reference_fraction`` of ``population``
+        (:func:`~monai_forget.shadow.reference_jobs`). Online: ``population`` holds every
+        scored sample too, and jobs 2j and 2j + 1 take the two halves of one split of it
+        (seed + 2j; by group with ``group_pattern``, so a patient's slices stay together).
+        """
         from monai_forget.shadow import reference_jobs
 
-        return reference_jobs(
-            population, range(self.n_references), self.reference_fraction, self.seed
-        )
+        if self.setting == "offline":
+            return reference_jobs(
+                population, range(self.n_references), self.reference_fraction, self.seed
+            )
+        sets = []
+        for k in range(self.n_references):
+            halves = _halves(population, self.seed + k - k % 2, self.group_pattern, "the pool")
+            sets.append(halves[k % 2])
+        return sets, [self.seed + k for k in range(self.n_references)]
 
     def reference_models(self, population: LabelledImages) -> list[nn.Module]:
         """Train (or read from the cache) every reference model, over worker processes."""
@@ -237,7 +278,8 @@ class ReferenceModelAuditor(ShadowAuditor):
         self.cache_entries_ = {}
         scored = concat(*(roles[r] for r in ROLES))
         phis, probs, accuracies = [], [], []
-        models = self.reference_models(population)
+        online = self.setting == "online"
+        models = self.reference_models(concat(population, scored) if online else population)
         self.reference_models_ = models
         for model in models:
             out = self._predict(model, scored)
@@ -262,6 +304,7 @@ class ReferenceModelAuditor(ShadowAuditor):
             reference_accuracy=float(np.mean(accuracies)),
             groups=self._groups(roles),
             score=self.score,
+            setting=self.setting,
             shift_mean=(
                 by_role(shift_features(self.score, phi, np.stack(probs)))
                 if self.score == "rmia"

@@ -10,6 +10,7 @@ import numpy as np
 
 from monai_forget.audit.refmodel import (
     PLANNING_POWER,
+    RMIA_OFFLINE_A,
     ROLES,
     SCORES,
     MembershipCalibration,
@@ -58,6 +59,10 @@ class RefModelReference:
         shift_mean: role -> (N,) or (N, F) what the shift check compares
             (:func:`~monai_forget.audit.refmodel.shift_features`; ``None``:
             ``reference_mean``).
+        setting: ``"offline"``: no reference model trained on a scored sample, and
+            RMIA's ``Pr(x)`` is the offline approximation; ``"online"``: each scored
+            sample is in half of them (pairs on complementary halves), and ``Pr(x)`` is
+            their mean (RMIA with ``a = 1``).
     """
 
     hashes: dict[str, np.ndarray]
@@ -71,6 +76,7 @@ class RefModelReference:
     groups: dict[str, np.ndarray] | None = None
     score: str = "rmia"
     shift_mean: dict[str, np.ndarray] | None = None
+    setting: str = "offline"
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -79,6 +85,13 @@ class RefModelReference:
         check_levels(self.alpha, self.margin)
         if self.score not in SCORES:
             raise ValueError(f"score must be one of {SCORES}, got {self.score!r}")
+        if self.setting not in ("offline", "online") or (
+            self.setting == "online" and self.score != "rmia"
+        ):
+            raise ValueError(
+                f"setting {self.setting!r} with score {self.score!r}: the setting is 'offline', "
+                "or 'online' with RMIA's score"
+            )
         if self.groups is not None and any(
             len(self.groups[r]) != len(self.hashes[r]) for r in ROLES
         ):
@@ -126,6 +139,7 @@ class RefModelReference:
             "alpha": self.alpha,
             "margin": self.margin,
             "score": self.score,
+            "setting": self.setting,
             "reference_accuracy": self.reference_accuracy,
             **({"groups": {r: self.groups[r].tolist() for r in ROLES}} if self.groups else {}),
             **(
@@ -149,6 +163,7 @@ class RefModelReference:
             margin=float(data.get("margin", REFMODEL_MARGIN)),
             # references written before the score was recorded hold LiRA's logits
             score=str(data.get("score", "lira")),
+            setting=str(data.get("setting", "offline")),
             reference_accuracy=float(data.get("reference_accuracy", "nan")),
             groups=(
                 {r: np.asarray(data["groups"][r], dtype=str) for r in ROLES}
@@ -173,7 +188,9 @@ class RefModelReference:
                     f"reference has {self.reference_mean[role].size}; score the whole audit set"
                 )
             if self.score == "rmia":
-                out[role] = rmia_scores(signal, self.reference_mean[role])
+                # online, half the models trained on x: their mean is Pr(x) itself (a = 1)
+                a = 1.0 if self.setting == "online" else RMIA_OFFLINE_A
+                out[role] = rmia_scores(signal, self.reference_mean[role], a)
             else:
                 out[role] = (signal - self.reference_mean[role]) / self.sigma
         return out
@@ -213,6 +230,7 @@ class RefModelReference:
                 "alpha": self.alpha,
                 "margin": self.margin,
                 "membership_score": self.score,
+                "reference_setting": self.setting,
                 "remembered_share": test.share,
                 "remembered_share_upper": test.share_upper,
                 "reason": decision_reason(decision, test, shift, self.alpha),

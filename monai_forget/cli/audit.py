@@ -122,8 +122,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--score",
         choices=("rmia", "lira"),
         default="rmia",
-        help="per-sample score: RMIA offline (Zarifzadeh et al. 2024) or LiRA offline "
+        help="per-sample score: RMIA (Zarifzadeh et al. 2024) or LiRA offline "
         "with a fixed variance (Carlini et al. 2022) (default %(default)s)",
+    )
+    ref.add_argument(
+        "--setting",
+        choices=("offline", "online"),
+        default="offline",
+        help="offline: no reference model trains on a scored sample, and they serve any "
+        "query set; online: pairs of reference models on complementary halves that "
+        "include D_Q and the scored known sets (RMIA online: more power, new models for "
+        "every query set; docs/reference_auditor.md) (default %(default)s)",
     )
     ks = methods.add_parser("ks", help="K-S calibrated ratio (Liu & Tsaftaris 2020)")
     _common(ks, calibration=True)
@@ -184,6 +193,7 @@ def _auditor(args: argparse.Namespace, options: dict):
             alpha=args.alpha,
             margin=args.margin,
             score=args.score,
+            setting=args.setting,
             workers=args.workers,
             group_pattern=args.group_pattern,
         )

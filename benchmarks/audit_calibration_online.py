@@ -1,0 +1,248 @@
+"""The reference-model auditor's online setting against its offline default, measured on
+the trainings of ``benchmarks/audit_calibration.py``.
+
+Per data set and seed, the target, the known sets and every D_Q draw are those of
+``audit_calibration.py``'s same-source cells (the draws are seeded by cell, so both arms
+audit the same D_Q). Only the reference models differ:
+
+- offline (the product's default, as there): 8 models, each on a seeded half of the
+  population P, which holds no sample that is scored;
+- online: the product's ``ReferenceModelAuditor(setting="online").reference_sets`` on
+  all of source A (P, the known members and non-members, the target's other training
+  images and the never-seen pool): 4 pairs on complementary halves, so every sample a
+  D_Q draw can hold is in exactly 4 of the 8 models, and RMIA's ``Pr(x)`` is their mean.
+
+The online models see samples of every D_Q, as a user's would; a user pays for them with
+every query set (offline models serve any query set), and this script prints what they
+cost here. The cells from a site the target or the known sets never saw are left to
+``audit_calibration.py``: online models that trained on that site's images are another
+design, not measured here.
+
+Run (5 trainings per data set; the offline arm's models and cells are read from
+``audit_calibration.py``'s cache, the online models are cached beside them)::
+
+    python benchmarks/audit_calibration_online.py --cache-dir /work/scratch/cache/models \\
+        --out benchmarks/results/audit_calibration_online.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from sklearn.metrics import roc_auc_score, roc_curve
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _markdown import log, say, write
+from audit_calibration import (
+    ALPHA,
+    DATASETS,
+    MARGINS,
+    SHARES,
+    SIZES,
+    count_cells,
+    rate,
+    run_training,
+    sources,
+    training,
+    true_class_probability_all,
+    wilson,
+)
+
+from monai_forget.audit import FORGOTTEN, INCONCLUSIVE, NOT_FORGOTTEN, ReferenceModelAuditor
+from monai_forget.audit.refmodel import RMIA_OFFLINE_A, rmia_scores
+from monai_forget.inference import predict
+from monai_forget.shadow import ShadowTrainer
+
+#: RMIA's coefficient when half the reference models trained on each sample.
+ONLINE_A = 1.0
+SAME = [("same", share, size) for share in SHARES for size in SIZES]
+
+
+def online_training(dataset: str, seed: int, cache: Path, references: int) -> dict[str, np.ndarray]:
+    """The offline training's outputs with the reference models replaced by online ones
+    (cached as ``<cache>/outputs/<dataset>_<seed>_<references>_online.npz``)."""
+    out = cache / "outputs" / f"{dataset}_{seed}_{references}_online.npz"
+    if out.is_file():
+        with np.load(out) as z:
+            return {k: z[k] for k in z.files}
+    run = training(dataset, seed, cache, references)
+    recipe, a, b = sources(dataset)
+    auditor = ReferenceModelAuditor(
+        recipe=recipe, n_references=references, setting="online", seed=seed + 1000
+    )
+    sets, seeds = auditor.reference_sets(a)
+    trainer = ShadowTrainer(recipe, cache_dir=cache)
+    log(f"{dataset} seed {seed}: training {references} online reference models")
+    start = time.perf_counter()
+    refs = [trainer.train(d, seed=s) for d, s in zip(sets, seeds, strict=True)]
+    seconds = time.perf_counter() - start
+    result = dict(run)
+    for source, data in (("a", a), ("b", b)):
+        result[f"probs_{source}"] = np.concatenate(
+            [run[f"probs_{source}"][:2], np.stack([predict(m, data).probs for m in refs])]
+        )
+    result["online_seconds"] = np.array(seconds)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(out, **result)
+    return result
+
+
+def online_cells(dataset: str, seed: int, args: argparse.Namespace) -> dict[str, dict]:
+    """The same-source cells' decision counts with online reference models (cached)."""
+    store = Path(args.cache_dir) / "cells" / f"{dataset}_{seed}_{args.draws}_online.json"
+    if store.is_file():
+        return json.loads(store.read_text())
+    run = online_training(dataset, seed, Path(args.cache_dir), args.references)
+    counts = count_cells(run, SAME, seed, args.draws, ONLINE_A)
+    store.parent.mkdir(parents=True, exist_ok=True)
+    store.write_text(json.dumps(counts, indent=1))
+    log(f"{dataset} seed {seed}: online cells done")
+    return counts
+
+
+def signal(run: dict[str, np.ndarray], a: float) -> tuple[float, float]:
+    """AUC and TPR at 1 % FPR of RMIA's score, the known members vs non-members."""
+    index = np.concatenate([run["role_members"], run["role_nonmembers"]])
+    truth = np.r_[np.ones(len(run["role_members"])), np.zeros(len(run["role_nonmembers"]))]
+    p = true_class_probability_all(run["probs_a"][:, index], run["labels_a"][index])
+    score = rmia_scores(p[0], p[2:].mean(0), a)
+    fpr, tpr, _ = roc_curve(truth, score)
+    return float(roc_auc_score(truth, score)), float(np.interp(0.01, fpr, tpr))
+
+
+def pooled_rate(results: dict[int, dict], key: str, field: str) -> tuple[int, int, list]:
+    per = [(r[key][field], r[key]["draws"]) for r in results.values()]
+    return sum(c for c, _ in per), sum(n for _, n in per), per
+
+
+def report(dataset: str, offline: dict[int, dict], online: dict[int, dict], args) -> list[str]:
+    """The data set's tables; returns the target lines."""
+    name = DATASETS[dataset]
+    say(f"## {name}: {len(online)} trainings (seeds {', '.join(map(str, online))})")
+    say()
+    runs = {s: training(dataset, s, Path(args.cache_dir), args.references) for s in online}
+    onl = {s: online_training(dataset, s, Path(args.cache_dir), args.references) for s in online}
+    say("Per-sample signal of RMIA's score, known members vs non-members (mean [min-max]):")
+    say()
+    say("| reference models | AUC | TPR at 1 % FPR |")
+    say("|---|---|---|")
+    for label, arm, a in (("offline (default)", runs, RMIA_OFFLINE_A), ("online", onl, ONLINE_A)):
+        got = np.array([signal(r, a) for r in arm.values()])
+        say(
+            f"| {label} | {got[:, 0].mean():.3f} [{got[:, 0].min():.3f}-{got[:, 0].max():.3f}] "
+            f"| {got[:, 1].mean():.3f} [{got[:, 1].min():.3f}-{got[:, 1].max():.3f}] |"
+        )
+    seconds = [float(r["online_seconds"]) for r in onl.values()]
+    say()
+    say(
+        f"Cost: the {args.references} online reference models took {np.mean(seconds):.0f} s "
+        f"per training here ({min(seconds):.0f}-{max(seconds):.0f} s, 1 thread, timed when first "
+        "trained, beside other work on the 2 cores), paid again for every query set; the "
+        "offline ones are trained once and serve every query set."
+    )
+    say()
+    say(
+        "Decision rates at margin 0.5 over the same D_Q draws, pooled over the trainings "
+        '(95 % Wilson interval, then the cluster bootstrap over trainings); "forgotten" '
+        "at margins 0.25 and 0.1 in the last columns:"
+    )
+    say()
+    say(
+        "| share | \\|D_Q\\| | draws | arm | not forgotten | forgotten | inconclusive | "
+        "forgotten @0.25 | forgotten @0.1 |"
+    )
+    say("|---|---|---|---|---|---|---|---|---|")
+    lines = []
+    for _, share, size in SAME:
+        key = f"same|{share}|{size}"
+        for label, arm in (("offline", offline), ("online", online)):
+            cols = []
+            for margin, decision in (
+                (0.5, NOT_FORGOTTEN),
+                (0.5, FORGOTTEN),
+                (0.5, INCONCLUSIVE),
+                (0.25, FORGOTTEN),
+                (0.1, FORGOTTEN),
+            ):
+                count, n, per = pooled_rate(arm, key, f"{margin}|{decision}")
+                cols.append(rate(count, n, per))
+            say(f"| {share:g} | {size} | {n} | {label} | " + " | ".join(cols) + " |")
+    say()
+    # the targets, for the online arm
+    wrong = [(share, size, m) for _, share, size in SAME for m in MARGINS if share >= m]
+    worst = max(
+        wrong,
+        key=lambda c: pooled_rate(online, f"same|{c[0]}|{c[1]}", f"{c[2]}|{FORGOTTEN}")[0],
+    )
+    count, n, _ = pooled_rate(online, f"same|{worst[0]}|{worst[1]}", f"{worst[2]}|{FORGOTTEN}")
+    high = max(
+        wilson(*pooled_rate(online, f"same|{s}|{z}", f"{m}|{FORGOTTEN}")[:2])[1]
+        for s, z, m in wrong
+    )
+    met = count / n <= ALPHA and high <= 0.1
+    lines.append(
+        f'- {name}, online: false "forgotten" in every cell with a true share >= the margin: '
+        f"worst {count / n:.3f} (share {worst[0]:g}, |D_Q| {worst[1]}, margin {worst[2]:g}), "
+        f"worst Wilson upper bound {high:.3f}: {'**met**' if met else '**missed**'}"
+    )
+    nulls = [(f"same|0.0|{size}", size) for size in SIZES]
+    rates = [pooled_rate(online, k, f"0.5|{NOT_FORGOTTEN}")[:2] for k, _ in nulls]
+    worst_null = max(range(len(rates)), key=lambda i: rates[i][0] / rates[i][1])
+    c, n = rates[worst_null]
+    low = wilson(c, n)[0]
+    verdict = (
+        "**met**"
+        if c / n <= ALPHA
+        else ("**met within sampling error**" if low <= ALPHA else "**missed**")
+    )
+    lines.append(
+        f'- {name}, online: false "not forgotten" on never-seen sets <= alpha: worst '
+        f"{c / n:.3f} (|D_Q| {nulls[worst_null][1]}): {verdict}"
+    )
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=list(range(5)))
+    parser.add_argument("--references", type=int, default=8)
+    parser.add_argument("--draws", type=int, default=100, help="draws per cell and training")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--cache-dir", default="/tmp/monai-forget-audit-calibration")
+    parser.add_argument("--out", help="also write the markdown here")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    say("# The reference-model auditor online and offline, over the same trainings")
+    say()
+    command = " ".join(sys.argv[1:] if argv is None else argv)
+    say(
+        f"`python benchmarks/audit_calibration_online.py {command}`; {args.references} "
+        f"reference models, alpha {ALPHA}, RMIA's score, {args.draws} draws per cell and "
+        "training, permutation tests of 999 relabellings."
+    )
+    say()
+    lines = []
+    for dataset in args.datasets:
+        offline = {seed: run_training(dataset, seed, args) for seed in args.seeds}
+        online = {seed: online_cells(dataset, seed, args) for seed in args.seeds}
+        lines += report(dataset, offline, online, args)
+    say("## Targets of issue 32, online arm")
+    say()
+    for line in lines:
+        say(line)
+    say()
+    if args.out:
+        write(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+"""The reference-model auditor's online setting: reference models in pairs on
+complementary halves that hold every scored sample, and RMIA's ratio to their mean."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from monai_forget.audit import NOT_FORGOTTEN, ReferenceModelAuditor
+from monai_forget.audit.refmodel import ROLES
+from monai_forget.audit.refmodel_reference import RefModelReference
+from monai_forget.data import LabelledImages, load_digits
+from monai_forget.shadow import ShadowTrainer, SupervisedRecipe
+
+RECIPE = SupervisedRecipe(
+    network="mlp",
+    network_args={"in_shape": (1, 8, 8), "num_classes": 10, "hidden": (64,)},
+    steps=300,
+    batch_size=32,
+)
+
+
+def test_online_reference_sets_are_pairs_of_complementary_halves() -> None:
+    """Models 2j and 2j + 1 split the pool between them, so each sample is in exactly
+    half of the models; the pairs are different splits; seeds run from ``seed``."""
+    pool = load_digits().subset(slice(0, 300))
+    sets, seeds = ReferenceModelAuditor(n_references=6, setting="online", seed=3).reference_sets(
+        pool
+    )
+    assert seeds == [3, 4, 5, 6, 7, 8]
+    everyone = set(pool.sample_hashes)
+    halves = [set(s.sample_hashes) for s in sets]
+    for j in range(0, 6, 2):
+        assert not halves[j] & halves[j + 1]
+        assert halves[j] | halves[j + 1] == everyone
+        assert abs(len(halves[j]) - 150) <= 5
+    assert len({frozenset(h) for h in halves}) == 6
+    counts = Counter(h for half in halves for h in half)
+    assert set(counts.values()) == {3}
+    # the offline setting's models never share that structure: seeded halves drawn apart
+    offline, _ = ReferenceModelAuditor(n_references=6, seed=3).reference_sets(pool)
+    assert set(Counter(h for s in offline for h in s.sample_hashes).values()) != {3}
+
+
+def test_online_pairs_keep_a_patients_slices_together() -> None:
+    digits = load_digits().subset(slice(0, 200))
+    ids = tuple(f"/d/patient{i // 5:03d}_slice_{i % 5}.h5" for i in range(200))
+    pool = LabelledImages(digits.images, digits.labels, ids, digits.num_classes)
+    auditor = ReferenceModelAuditor(n_references=4, setting="online", group_pattern=r"patient\d+")
+    sets, _ = auditor.reference_sets(pool)
+    for j in (0, 2):
+        first = {i[:13] for i in sets[j].ids}
+        second = {i[:13] for i in sets[j + 1].ids}
+        assert not first & second and len(first | second) == 40
+
+
+def test_online_setting_refuses_what_it_cannot_do() -> None:
+    with pytest.raises(ValueError, match="even number"):
+        ReferenceModelAuditor(n_references=5, setting="online")
+    with pytest.raises(ValueError, match="built for RMIA"):
+        ReferenceModelAuditor(score="lira", setting="online")
+    with pytest.raises(ValueError, match="setting must be one of"):
+        ReferenceModelAuditor(setting="shadow")
+
+
+def _reference(setting: str, score: str = "rmia") -> RefModelReference:
+    two = {r: np.array(["a", "b"]) for r in ROLES}
+    return RefModelReference(
+        hashes=two,
+        labels={r: np.zeros(2, np.int64) for r in ROLES},
+        reference_mean={r: np.array([0.6, 0.4]) for r in ROLES},
+        sigma=1.0,
+        n_references=4,
+        score=score,
+        setting=setting,
+    )
+
+
+def test_online_score_is_the_ratio_to_the_reference_models_mean() -> None:
+    """Zarifzadeh et al. 2024, Sec. 3: with half the models trained on x, Pr(x) is their
+    mean; offline it is the approximation ((1 + a) p_out + (1 - a)) / 2 at a = 0."""
+    target = {r: np.array([0.9, 0.2]) for r in ROLES}
+    online = _reference("online").scores(target)["query"]
+    np.testing.assert_allclose(online, np.log([0.9 / 0.6, 0.2 / 0.4]), rtol=1e-12)
+    offline = _reference("offline").scores(target)["query"]
+    np.testing.assert_allclose(offline, np.log([0.9 / 0.8, 0.2 / 0.7]), rtol=1e-12)
+    again = RefModelReference.from_dict(json.loads(json.dumps(_reference("online").to_dict())))
+    assert again.setting == "online"
+    legacy = _reference("offline").to_dict()
+    del legacy["setting"]
+    assert RefModelReference.from_dict(legacy).setting == "offline"
+    with pytest.raises(ValueError, match="'online' with RMIA"):
+        _reference("online", score="lira")
+
+
+def test_online_audit_trains_every_model_on_half_of_what_it_scores(tmp_path, monkeypatch):
+    """Digits, shuffled so the sets are exchangeable (in file order they differ by
+    writer, which the shift check rightly flags): the target trained on D_Q and the
+    members. Each scored sample (D_Q, the scored known members and non-members) is in
+    exactly half of the reference models' training sets; D_Q is found remembered, and a
+    never-seen D_Q is not."""
+    digits = load_digits()
+    digits = digits.subset(np.random.default_rng(0).permutation(len(digits)))
+    query, members, nonmembers, unseen = (
+        digits.subset(slice(a, a + 300)) for a in (0, 300, 600, 900)
+    )
+    target = ShadowTrainer(RECIPE, cache_dir=tmp_path).train(query.concat(members), seed=1)
+    trained_on: list[set[str]] = []
+    train_many = ShadowTrainer.train_many
+
+    def spy(self, datasets, seeds, *args, **kwargs):
+        trained_on.extend(set(d.sample_hashes) for d in datasets)
+        return train_many(self, datasets, seeds, *args, **kwargs)
+
+    monkeypatch.setattr(ShadowTrainer, "train_many", spy)
+    auditor = ReferenceModelAuditor(
+        recipe=RECIPE, cache_dir=tmp_path, n_references=4, workers=1, setting="online"
+    )
+    remembered = auditor.audit(target, query, (members, nonmembers))
+    assert remembered.details["reference_setting"] == "online"
+    assert len(trained_on) == 4
+    for role in ROLES:
+        for h in auditor.roles_[role].sample_hashes:
+            assert sum(h in s for s in trained_on) == 2, role
+    assert remembered.decision == NOT_FORGOTTEN, remembered.details["reason"]
+    never = auditor.audit(target, unseen, (members, nonmembers))
+    assert never.decision != NOT_FORGOTTEN, never.details["reason"]
+
+
+def test_the_command_line_chooses_the_setting() -> None:
+    from monai_forget.cli import build_parser
+    from monai_forget.cli.audit import _auditor
+
+    line = [
+        "audit", "reference", "--model", "m.pt", "--network", "mlp", "--query", "q.npz",
+        "--members", "m.npz", "--nonmembers", "n.npz", "--recipe", "r.json", "--out", "o/",
+    ]  # fmt: skip
+    parser = build_parser()
+    assert _auditor(parser.parse_args(line), {}).setting == "offline"
+    online = _auditor(parser.parse_args([*line, "--setting", "online"]), {})
+    assert online.setting == "online" and online.score == "rmia"
