@@ -12,6 +12,8 @@ federated-learning engine, NVIDIA FLARE (``pip install 'monai-forget[fl]'``):
 - :mod:`~monai_forget.fl.job`: :func:`run_federated`, FedAvg with N clients on the FLARE
   simulator (``FedAvgRecipe`` in ``SimEnv``) with one client withdrawing at a chosen
   round;
+- :mod:`~monai_forget.fl.export`: :func:`export_federated_job`, the same job as a folder
+  for a production FLARE deployment, each site reading its own data;
 - :mod:`~monai_forget.fl.shadow`: shadow models trained like the federated target
   (FedAvg in one process), for the forgetting rate's oracle;
 - :mod:`~monai_forget.fl.run`: the real-data federations (ACDC patient providers,
@@ -24,6 +26,7 @@ the reverse. ``nvflare`` is imported only when a federation runs.
 """
 
 from monai_forget.fl.client import FederatedClient, Reply
+from monai_forget.fl.export import export_federated_job
 from monai_forget.fl.job import FederatedRun, WithdrawalError, network_class_path, run_federated
 from monai_forget.fl.outcome import WithdrawalOutcome
 from monai_forget.fl.poc import DeploymentError
@@ -63,6 +66,7 @@ __all__ = [
     "WithdrawalOutcome",
     "acdc_federation",
     "audit_recipe",
+    "export_federated_job",
     "federated_oracle",
     "load_tensors",
     "mlp_config",

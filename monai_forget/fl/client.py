@@ -34,7 +34,7 @@ from monai_forget.results import write_json
 from monai_forget.unlearning.dummy_gradient import DummyGradientGenerator
 from monai_forget.unlearning.parameters import check_same_shapes
 
-__all__ = ["FederatedClient", "Reply", "client_main"]
+__all__ = ["SITE_DATA_ENV", "FederatedClient", "Reply", "client_main"]
 
 NUM_STEPS_KEY = "NUM_STEPS_CURRENT_ROUND"  # nvflare.apis.fl_constant.FLMetaKey
 
@@ -208,21 +208,55 @@ class FederatedClient:
         write_json(self.out_dir / "withdrawal.json", record, overwrite=True)
 
 
-def client_main(argv: Sequence[str] | None = None) -> None:
-    """The FLARE client loop (Client API): receive, handle, send until the job ends."""
+#: Set at a site of a production deployment: the path of that site's training data.
+SITE_DATA_ENV = "MONAI_FORGET_SITE_DATA"
+
+
+def client_main(argv: Sequence[str] | None = None, spec_text: str | None = None) -> None:
+    """The FLARE client loop (Client API): receive, handle, send until the job ends.
+
+    Where things are (each site decides its own):
+
+    - the job description: ``<job-dir>/job.json``, or ``spec_text`` (a job exported by
+      :func:`~monai_forget.fl.export.export_federated_job` carries it in its launcher);
+    - the site's data: ``--data``, else the ``MONAI_FORGET_SITE_DATA`` environment
+      variable of the site, else ``<job-dir>/data/<site>.npz`` (the simulator and POC,
+      where :func:`~monai_forget.fl.job.run_federated` writes each site's copy);
+    - the records (updates, withdrawal): ``--records``, else ``<job-dir>/clients/<site>``,
+      else ``monai_forget_records/<site>`` in the working folder FLARE gives the site.
+    """
+    import os
+
     import nvflare.client as flare
     from nvflare.app_common.abstract.fl_model import FLModel
 
     parser = argparse.ArgumentParser(description="monai-forget FLARE client")
-    parser.add_argument("--job-dir", required=True)
+    parser.add_argument("--job-dir", help="folder with job.json (and data/<site>.npz)")
+    parser.add_argument("--data", help="this site's training data (a file load_images reads)")
+    parser.add_argument("--records", help="folder for this site's updates and records")
     args = parser.parse_args(argv)
-    job_dir = Path(args.job_dir)
-    spec = JobSpec.load(job_dir / "job.json")
+    job_dir = Path(args.job_dir) if args.job_dir else None
+    if job_dir is not None:
+        spec = JobSpec.load(job_dir / "job.json")
+    elif spec_text is not None:
+        spec = JobSpec.from_json(spec_text)
+    else:
+        raise SystemExit("monai-forget FLARE client: give --job-dir (the folder with job.json)")
     torch.set_num_threads(spec.config.threads_per_client)
     flare.init()
     site = flare.get_site_name()
-    data = load_images(job_dir / "data" / f"{site}.npz")
-    client = FederatedClient(site, data, spec, job_dir / "clients" / site)
+    data_path = args.data or os.environ.get(SITE_DATA_ENV)
+    if data_path is None and job_dir is None:
+        raise SystemExit(
+            f"monai-forget FLARE client at {site}: no training data; set {SITE_DATA_ENV} at "
+            "this site to the path of its data, or give --data in the job's per-site arguments"
+        )
+    data = load_images(Path(data_path) if data_path else job_dir / "data" / f"{site}.npz")
+    if args.records:
+        records = Path(args.records)
+    else:
+        records = (job_dir / "clients" if job_dir else Path("monai_forget_records")) / site
+    client = FederatedClient(site, data, spec, records)
     while flare.is_running():
         received = flare.receive()
         if received is None:

@@ -54,6 +54,8 @@ from monai_forget.io import atomic_write
 __all__ = [
     "FederatedRun",
     "WithdrawalError",
+    "check_contributions",
+    "fedavg_recipe",
     "model_from_state",
     "network_class_path",
     "run_federated",
@@ -219,8 +221,6 @@ def run_federated(
         RuntimeError: the FLARE simulation failed (see the logs under ``workspace``).
         WithdrawalError: the withdrawing client could not compute its update.
     """
-    from nvflare.app_opt.pt.recipes.fedavg import FedAvgRecipe
-
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     _check_clients(clients, config, withdrawal)
@@ -240,23 +240,14 @@ def run_federated(
     save_tensors(initial_state, ckpt)
 
     from monai_forget.fl import client as fl_client
-    from monai_forget.fl.aggregator import OrderedFedAvg
 
-    recipe = FedAvgRecipe(
-        name=JOB_NAME,
-        model={
-            "class_path": network_class_path(config.network),
-            "args": json.loads(json.dumps(dict(config.network_args), default=list)),
-        },
+    recipe = fedavg_recipe(
+        config,
+        names,
+        withdrawal,
         initial_ckpt=str(ckpt),
-        min_clients=len(names),
-        num_rounds=config.rounds,
         train_script=str(Path(fl_client.__file__).resolve()),
         train_args=f"--job-dir {job_dir}",
-        aggregator=OrderedFedAvg(
-            withdrawn=None if withdrawal is None else withdrawal.client,
-            withdrawal_round=0 if withdrawal is None else withdrawal.round,
-        ),
     )
     start = time.perf_counter()
     try:
@@ -277,6 +268,46 @@ def run_federated(
     record = _read_record(job_dir, withdrawal)
     model = model_from_state(config, state)
     return FederatedRun(model, workspace, names, config, withdrawal, record, seconds, backend)
+
+
+def fedavg_recipe(
+    config: FederatedConfig,
+    names: Sequence[str],
+    withdrawal: Withdrawal | None,
+    *,
+    initial_ckpt: str,
+    train_script: str,
+    train_args: str = "",
+    per_site_args: Mapping[str, str] | None = None,
+) -> Any:
+    """FLARE's PyTorch ``FedAvgRecipe`` for this federation: the network built by the
+    server from its class path, the seeded initial weights, ``train_script`` as every
+    client's Client API script, and the order-free aggregator that knows the withdrawal.
+    ``per_site_args``: site -> that site's script arguments (FLARE's per-site config)."""
+    from nvflare.app_opt.pt.recipes.fedavg import FedAvgRecipe
+    from nvflare.recipe.utils import set_per_site_config
+
+    from monai_forget.fl.aggregator import OrderedFedAvg
+
+    recipe = FedAvgRecipe(
+        name=JOB_NAME,
+        model={
+            "class_path": network_class_path(config.network),
+            "args": json.loads(json.dumps(dict(config.network_args), default=list)),
+        },
+        initial_ckpt=initial_ckpt,
+        min_clients=len(names),
+        num_rounds=config.rounds,
+        train_script=train_script,
+        train_args=train_args,
+        aggregator=OrderedFedAvg(
+            withdrawn=None if withdrawal is None else withdrawal.client,
+            withdrawal_round=0 if withdrawal is None else withdrawal.round,
+        ),
+    )
+    if per_site_args:
+        set_per_site_config(recipe, {site: {"train_args": a} for site, a in per_site_args.items()})
+    return recipe
 
 
 def _run_simulator(
