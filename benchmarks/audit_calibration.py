@@ -98,6 +98,14 @@ CUT = {
     },
 }
 DECISIONS = (FORGOTTEN, NOT_FORGOTTEN, INCONCLUSIVE)
+#: The (margin, decision) rates of a report row.
+COLUMNS = (
+    (0.5, NOT_FORGOTTEN),
+    (0.5, FORGOTTEN),
+    (0.5, INCONCLUSIVE),
+    (0.25, FORGOTTEN),
+    (0.1, FORGOTTEN),
+)
 #: RMIA's offline coefficients compared on the development seeds.
 RMIA_COEFFICIENTS = (0.0, 0.2, 0.3, 0.5, 0.7, 1.0)
 
@@ -435,13 +443,7 @@ def report(dataset: str, results: dict[int, dict], args: argparse.Namespace) -> 
     for source, share, size in cells(dataset):
         key = f"{source}|{share}|{size}"
         cols = []
-        for margin, decision in (
-            (0.5, NOT_FORGOTTEN),
-            (0.5, FORGOTTEN),
-            (0.5, INCONCLUSIVE),
-            (0.25, FORGOTTEN),
-            (0.1, FORGOTTEN),
-        ):
+        for margin, decision in COLUMNS:
             count, n, per = pooled(results, key, f"{margin}|{decision}")
             each = [c / d for c, d in per]
             cols.append(f"{rate(count, n, per)} ({min(each):.2f}-{max(each):.2f})")

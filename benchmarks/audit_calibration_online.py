@@ -14,14 +14,16 @@ audit the same D_Q). Only the reference models differ:
 
 The online models see samples of every D_Q, as a user's would; a user pays for them with
 every query set (offline models serve any query set), and this script prints what they
-cost here. The cells from a site the target or the known sets never saw are left to
-``audit_calibration.py``: online models that trained on that site's images are another
-design, not measured here.
+cost here.
+
+``--site``: the cells of D_Q from source B (another site; the second target trained on
+part of it), with 8 more online models on pairs of halves of sources A *and* B: what a
+user gets by giving D_Q's site's images as the reference models' population.
 
 Run (5 trainings per data set; the offline arm's models and cells are read from
 ``audit_calibration.py``'s cache, the online models are cached beside them)::
 
-    python benchmarks/audit_calibration_online.py --cache-dir /work/scratch/cache/models \\
+    python benchmarks/audit_calibration_online.py --site --cache-dir /work/scratch/cache/models \\
         --out benchmarks/results/audit_calibration_online.md
 """
 
@@ -42,11 +44,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _markdown import log, say, write
 from audit_calibration import (
     ALPHA,
+    COLUMNS,
     DATASETS,
     MARGINS,
     SHARES,
     SIZES,
+    cells,
     count_cells,
+    pooled,
     rate,
     run_training,
     sources,
@@ -57,6 +62,7 @@ from audit_calibration import (
 
 from monai_forget.audit import FORGOTTEN, INCONCLUSIVE, NOT_FORGOTTEN, ReferenceModelAuditor
 from monai_forget.audit.refmodel import RMIA_OFFLINE_A, rmia_scores
+from monai_forget.data import concat
 from monai_forget.inference import predict
 from monai_forget.shadow import ShadowTrainer
 
@@ -65,10 +71,14 @@ ONLINE_A = 1.0
 SAME = [("same", share, size) for share in SHARES for size in SIZES]
 
 
-def online_training(dataset: str, seed: int, cache: Path, references: int) -> dict[str, np.ndarray]:
+def online_training(
+    dataset: str, seed: int, cache: Path, references: int, site: bool = False
+) -> dict[str, np.ndarray]:
     """The offline training's outputs with the reference models replaced by online ones
-    (cached as ``<cache>/outputs/<dataset>_<seed>_<references>_online.npz``)."""
-    out = cache / "outputs" / f"{dataset}_{seed}_{references}_online.npz"
+    on pairs of halves of source A (and of source B too with ``site``), cached as
+    ``<cache>/outputs/<dataset>_<seed>_<references>_online[_site].npz``."""
+    suffix = "_online_site" if site else "_online"
+    out = cache / "outputs" / f"{dataset}_{seed}_{references}{suffix}.npz"
     if out.is_file():
         with np.load(out) as z:
             return {k: z[k] for k in z.files}
@@ -77,9 +87,9 @@ def online_training(dataset: str, seed: int, cache: Path, references: int) -> di
     auditor = ReferenceModelAuditor(
         recipe=recipe, n_references=references, setting="online", seed=seed + 1000
     )
-    sets, seeds = auditor.reference_sets(a)
+    sets, seeds = auditor.reference_sets(concat(a, b) if site else a)
     trainer = ShadowTrainer(recipe, cache_dir=cache)
-    log(f"{dataset} seed {seed}: training {references} online reference models")
+    log(f"{dataset} seed {seed}: training {references} online reference models{suffix[7:]}")
     start = time.perf_counter()
     refs = [trainer.train(d, seed=s) for d, s in zip(sets, seeds, strict=True)]
     seconds = time.perf_counter() - start
@@ -94,16 +104,21 @@ def online_training(dataset: str, seed: int, cache: Path, references: int) -> di
     return result
 
 
-def online_cells(dataset: str, seed: int, args: argparse.Namespace) -> dict[str, dict]:
-    """The same-source cells' decision counts with online reference models (cached)."""
-    store = Path(args.cache_dir) / "cells" / f"{dataset}_{seed}_{args.draws}_online.json"
+def online_cells(
+    dataset: str, seed: int, args: argparse.Namespace, site: bool = False
+) -> dict[str, dict]:
+    """Decision counts with online reference models (cached): the same-source cells, or
+    with ``site`` the cells of D_Q from source B, the models trained on A and B."""
+    suffix = "_online_site" if site else "_online"
+    store = Path(args.cache_dir) / "cells" / f"{dataset}_{seed}_{args.draws}{suffix}.json"
     if store.is_file():
         return json.loads(store.read_text())
-    run = online_training(dataset, seed, Path(args.cache_dir), args.references)
-    counts = count_cells(run, SAME, seed, args.draws, ONLINE_A)
+    run = online_training(dataset, seed, Path(args.cache_dir), args.references, site)
+    wanted = [c for c in cells(dataset) if c[0] != "same"] if site else SAME
+    counts = count_cells(run, wanted, seed, args.draws, ONLINE_A)
     store.parent.mkdir(parents=True, exist_ok=True)
     store.write_text(json.dumps(counts, indent=1))
-    log(f"{dataset} seed {seed}: online cells done")
+    log(f"{dataset} seed {seed}: online cells{suffix[7:]} done")
     return counts
 
 
@@ -115,11 +130,6 @@ def signal(run: dict[str, np.ndarray], a: float) -> tuple[float, float]:
     score = rmia_scores(p[0], p[2:].mean(0), a)
     fpr, tpr, _ = roc_curve(truth, score)
     return float(roc_auc_score(truth, score)), float(np.interp(0.01, fpr, tpr))
-
-
-def pooled_rate(results: dict[int, dict], key: str, field: str) -> tuple[int, int, list]:
-    per = [(r[key][field], r[key]["draws"]) for r in results.values()]
-    return sum(c for c, _ in per), sum(n for _, n in per), per
 
 
 def report(dataset: str, offline: dict[int, dict], online: dict[int, dict], args) -> list[str]:
@@ -164,14 +174,8 @@ def report(dataset: str, offline: dict[int, dict], online: dict[int, dict], args
         key = f"same|{share}|{size}"
         for label, arm in (("offline", offline), ("online", online)):
             cols = []
-            for margin, decision in (
-                (0.5, NOT_FORGOTTEN),
-                (0.5, FORGOTTEN),
-                (0.5, INCONCLUSIVE),
-                (0.25, FORGOTTEN),
-                (0.1, FORGOTTEN),
-            ):
-                count, n, per = pooled_rate(arm, key, f"{margin}|{decision}")
+            for margin, decision in COLUMNS:
+                count, n, per = pooled(arm, key, f"{margin}|{decision}")
                 cols.append(rate(count, n, per))
             say(f"| {share:g} | {size} | {n} | {label} | " + " | ".join(cols) + " |")
     say()
@@ -179,12 +183,11 @@ def report(dataset: str, offline: dict[int, dict], online: dict[int, dict], args
     wrong = [(share, size, m) for _, share, size in SAME for m in MARGINS if share >= m]
     worst = max(
         wrong,
-        key=lambda c: pooled_rate(online, f"same|{c[0]}|{c[1]}", f"{c[2]}|{FORGOTTEN}")[0],
+        key=lambda c: pooled(online, f"same|{c[0]}|{c[1]}", f"{c[2]}|{FORGOTTEN}")[0],
     )
-    count, n, _ = pooled_rate(online, f"same|{worst[0]}|{worst[1]}", f"{worst[2]}|{FORGOTTEN}")
+    count, n, _ = pooled(online, f"same|{worst[0]}|{worst[1]}", f"{worst[2]}|{FORGOTTEN}")
     high = max(
-        wilson(*pooled_rate(online, f"same|{s}|{z}", f"{m}|{FORGOTTEN}")[:2])[1]
-        for s, z, m in wrong
+        wilson(*pooled(online, f"same|{s}|{z}", f"{m}|{FORGOTTEN}")[:2])[1] for s, z, m in wrong
     )
     met = count / n <= ALPHA and high <= 0.1
     lines.append(
@@ -193,7 +196,7 @@ def report(dataset: str, offline: dict[int, dict], online: dict[int, dict], args
         f"worst Wilson upper bound {high:.3f}: {'**met**' if met else '**missed**'}"
     )
     nulls = [(f"same|0.0|{size}", size) for size in SIZES]
-    rates = [pooled_rate(online, k, f"0.5|{NOT_FORGOTTEN}")[:2] for k, _ in nulls]
+    rates = [pooled(online, k, f"0.5|{NOT_FORGOTTEN}")[:2] for k, _ in nulls]
     worst_null = max(range(len(rates)), key=lambda i: rates[i][0] / rates[i][1])
     c, n = rates[worst_null]
     low = wilson(c, n)[0]
@@ -209,6 +212,61 @@ def report(dataset: str, offline: dict[int, dict], online: dict[int, dict], args
     return lines
 
 
+def site_report(dataset: str, offline: dict[int, dict], online: dict[int, dict]) -> list[str]:
+    """D_Q from source B: offline models (never saw B) against online models trained on
+    halves of A and B; returns the target lines."""
+    name = DATASETS[dataset]
+    say(f"### {name}: D_Q from another site, with online models that trained on that site")
+    say()
+    say(
+        "The online models train on pairs of halves of source A and source B (D_Q's site: "
+        "a user who gives the site's images, D_Q among them); the known non-members are "
+        "still from source A. Margin 0.5, the same D_Q draws:"
+    )
+    say()
+    say("| D_Q source | share | \\|D_Q\\| | arm | not forgotten | forgotten | inconclusive |")
+    say("|---|---|---|---|---|---|---|")
+    for source, share, size in (c for c in cells(dataset) if c[0] != "same"):
+        key = f"{source}|{share}|{size}"
+        for label, arm in (("offline", offline), ("online, with the site", online)):
+            cols = [
+                rate(*pooled(arm, key, f"0.5|{d}"))
+                for d in (NOT_FORGOTTEN, FORGOTTEN, INCONCLUSIVE)
+            ]
+            say(f"| {source} | {share:g} | {size} | {label} | " + " | ".join(cols) + " |")
+    say()
+    lines = []
+    for source in ("other site", "other site, trained on it"):
+        keys = [f"{src}|{share}|{size}" for src, share, size in cells(dataset)
+                if src == source and share == 0]  # fmt: skip
+        for label, arm in (("offline", offline), ("online with the site", online)):
+            got = [pooled(arm, k, f"0.5|{NOT_FORGOTTEN}")[:2] for k in keys]
+            c, n = max(got, key=lambda x: x[0] / x[1])
+            low, high = wilson(c, n)
+            lines.append(
+                f'- {name}, {source}, {label}: false "not forgotten" on never-seen D_Q, worst '
+                f"{c / n:.3f} [{low:.3f}, {high:.3f}]: "
+                + (
+                    "**met**"
+                    if c / n <= ALPHA
+                    else "**missed**"
+                    if low > ALPHA
+                    else "**met within sampling error**"
+                )
+            )
+    wrong = [(f"{src}|{share}|{size}", m) for src, share, size in cells(dataset)
+             if src == "other site, trained on it" for m in MARGINS if share >= m]  # fmt: skip
+    for label, arm in (("offline", offline), ("online with the site", online)):
+        got = [(pooled(arm, k, f"{m}|{FORGOTTEN}")[:2], k, m) for k, m in wrong]
+        (c, n), key, margin = max(got, key=lambda x: x[0][0] / x[0][1])
+        lines.append(
+            f'- {name}, other site trained on, {label}: false "forgotten" (true share >= '
+            f"margin), worst {c / n:.3f} [{wilson(c, n)[0]:.3f}, {wilson(c, n)[1]:.3f}] "
+            f"(share {key.split('|', 1)[1].replace('|', ', |D_Q| ')}, margin {margin:g})"
+        )
+    return lines
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
@@ -218,6 +276,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--cache-dir", default="/tmp/monai-forget-audit-calibration")
     parser.add_argument("--out", help="also write the markdown here")
+    parser.add_argument(
+        "--site",
+        action="store_true",
+        help="also D_Q from another site, with online models trained on that site too",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     say("# The reference-model auditor online and offline, over the same trainings")
@@ -234,6 +297,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         offline = {seed: run_training(dataset, seed, args) for seed in args.seeds}
         online = {seed: online_cells(dataset, seed, args) for seed in args.seeds}
         lines += report(dataset, offline, online, args)
+        if args.site:
+            with_site = {seed: online_cells(dataset, seed, args, site=True) for seed in args.seeds}
+            lines += site_report(dataset, offline, with_site)
     say("## Targets of issue 32, online arm")
     say()
     for line in lines:

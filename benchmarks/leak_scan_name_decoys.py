@@ -10,9 +10,10 @@ same seeds, once per decoy source:
 - ``names``: real given and family names of the same length (Faker's per-locale lists,
   :mod:`monai_forget.memorisation.name_decoys`).
 
-The power each source leaves (``--series K --reps R``): a 4-letter roster name burned
-into K training images of one class (a patient's series), MLP-1 trained as the control
-models, scanned with both sources; detected = flagged and ranked first.
+The power each source leaves (``--series 1 3 10 30 --reps R``): a 4-letter roster name
+burned into K training images of one class (a patient's series), MLP-1 trained as the
+control models, R models per K, scanned with both sources; detected = flagged and ranked
+first: the scan's power curve.
 
 On a control model every roster name's p-value should be uniform: measured as the share
 of (scan, name) pairs with p <= 0.05 and <= 0.01 (exact tests give at most 5 % and 1 %),
@@ -104,7 +105,7 @@ def report(records: dict[str, list[dict]], args: argparse.Namespace, seconds: fl
     n = len(records[SOURCES[0]])
     say("### Leak scan on control models: name decoys against random-letter decoys\n")
     say(
-        f"`python benchmarks/leak_scan_name_decoys.py --controls {args.controls}`; seed "
+        f"`python benchmarks/leak_scan_name_decoys.py {' '.join(sys.argv[1:])}`; seed "
         f"{args.seed}; MLP-1 on MNIST without any name (the control models of "
         f"`unique_feature_memorisation.py`), the 50-name roster, default decoys per kind, "
         f"BH at 0.05; Faker {faker_version()}.\n"
@@ -139,18 +140,20 @@ def report(records: dict[str, list[dict]], args: argparse.Namespace, seconds: fl
     series = records.get("series", {})
     if series:
         say(
-            f"\nA 4-letter roster name burned into {args.series} training images of one "
-            "class (MLP-1, as the control models):\n"
+            "\nThe scan's power curve: a 4-letter roster name burned into K training images "
+            "of one class (a patient's series; MLP-1 trained as the control models, "
+            f"{args.reps} models per K); detected = flagged and ranked first:\n"
         )
-        say("| decoys | detected (flagged, ranked first) | ranked first | flagged |")
-        say("|---|---|---|---|")
-        for source in SOURCES:
-            rows = series[source]
-            first = [r["rank"] == 1 for r in rows]
-            flagged = [r["name"] in r["flagged"] for r in rows]
-            both = sum(a and b for a, b in zip(first, flagged, strict=True))
-            say(f"| {source} | {wilson(both, len(rows))} | {wilson(sum(first), len(rows))} | "
-                f"{wilson(sum(flagged), len(rows))} |")  # fmt: skip
+        say("| K images | decoys | detected | ranked first | flagged |")
+        say("|---|---|---|---|---|")
+        for count in sorted(series):
+            for source in SOURCES:
+                rows = series[count][source]
+                first = [r["rank"] == 1 for r in rows]
+                flagged = [r["name"] in r["flagged"] for r in rows]
+                both = sum(a and b for a, b in zip(first, flagged, strict=True))
+                cells = [wilson(k, len(rows)) for k in (both, sum(first), sum(flagged))]
+                say(f"| {count} | {source} | " + " | ".join(cells) + " |")
     say()
     say(f"Wall time of this invocation: {seconds / 60:.1f} min (2 shared cores, one thread).")
     if args.out:
@@ -161,7 +164,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ufm.add_scan_options(parser)
     parser.add_argument("--controls", type=int, default=40, help="control models (no name)")
-    parser.add_argument("--series", type=int, default=10, help="images carrying the name")
+    parser.add_argument(
+        "--series", type=int, nargs="+", default=[1, 3, 10, 30], help="images carrying the name"
+    )
     parser.add_argument("--reps", type=int, default=0, help="models with a name (0: none)")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -175,13 +180,14 @@ def main() -> int:
             log(f"control {rep} {source}: flagged {record['flagged']}, top {record['top']} "
                 f"({record['seconds']:.0f} s)")  # fmt: skip
     if args.reps:
-        records["series"] = {source: [] for source in SOURCES}
-    for rep in range(args.reps):
-        for source in SOURCES:
-            record = scan(rep, source, args.series)
-            records["series"][source].append(record)
-            log(f"series {rep} {source}: {record['name']} rank {record['rank']}, flagged "
-                f"{record['flagged']}")  # fmt: skip
+        records["series"] = {k: {source: [] for source in SOURCES} for k in args.series}
+    for count in args.series if args.reps else ():
+        for rep in range(args.reps):
+            for source in SOURCES:
+                record = scan(rep, source, count)
+                records["series"][count][source].append(record)
+                log(f"series {count} rep {rep} {source}: {record['name']} rank "
+                    f"{record['rank']}, flagged {record['flagged']}")  # fmt: skip
     report(records, args, time.perf_counter() - start)
     return 0
 

@@ -412,6 +412,43 @@ MUTANTS = (
         '"wall_cv_ed": float(np.mean([t.std() for t in thick["ED"]])),',
         ("tests/test_acdc_diagnosis.py",),
     ),
+    # the reference-model auditor's online setting (audit/refmodel_*.py)
+    Mutant(
+        "online: RMIA's offline Pr(x) kept",
+        "monai_forget/audit/refmodel_reference.py",
+        'a = 1.0 if self.setting == "online" else RMIA_OFFLINE_A',
+        "a = RMIA_OFFLINE_A",
+        ("tests/test_refmodel_online.py",),
+    ),
+    Mutant(
+        "online: both models of a pair on the same half",
+        "monai_forget/audit/refmodel_auditor.py",
+        "            sets.append(halves[k % 2])",
+        "            sets.append(halves[0])",
+        ("tests/test_refmodel_online.py",),
+    ),
+    Mutant(
+        "online: the scored samples left out of the pool",
+        "monai_forget/audit/refmodel_auditor.py",
+        "models = self.reference_models(concat(population, scored) if online else population)",
+        "models = self.reference_models(population)",
+        ("tests/test_refmodel_online.py",),
+    ),
+    # the federation's checks and export (fl/)
+    Mutant(
+        "fl: the last round's update not required",
+        "monai_forget/fl/job.py",
+        "        wanted = range(min(last, rounds))",
+        "        wanted = range(min(last, rounds) - 1)",
+        ("tests/test_fl_aggregator.py",),
+    ),
+    Mutant(
+        "fl export: the job's data paths dropped",
+        "monai_forget/fl/export.py",
+        '{s: f"--data {data_paths[s]}" if s in data_paths else "" for s in sites}',
+        '{s: "" for s in sites}',
+        ("tests/test_fl_export.py",),
+    ),
 )
 
 

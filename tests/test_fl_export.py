@@ -19,7 +19,7 @@ from commands import environment
 
 import monai_forget
 from monai_forget.data import load_digits
-from monai_forget.fl.client import SITE_DATA_ENV
+from monai_forget.fl.client import SITE_DATA_ENV, site_data_path
 from monai_forget.fl.export import LAUNCHER, export_federated_job
 from monai_forget.fl.job import run_federated
 from monai_forget.fl.spec import FederatedConfig, JobSpec, Withdrawal, load_tensors
@@ -52,6 +52,17 @@ def test_the_export_refuses_what_a_deployment_could_not_run(tmp_path) -> None:
     with pytest.raises(FileExistsError, match="overwrite"):
         export_federated_job(CONFIG, SITES, tmp_path / "taken")
     assert (tmp_path / "taken" / "keep.txt").read_text() == "mine"
+
+
+def test_a_site_reads_its_data_where_it_says(tmp_path) -> None:
+    """--data first, then the site's MONAI_FORGET_SITE_DATA, then the local job's copy;
+    with none of them the refusal names the variable to set."""
+    env = {SITE_DATA_ENV: "/env/s.npz"}
+    assert site_data_path("site-1", "/arg/s.npz", tmp_path, env) == Path("/arg/s.npz")
+    assert site_data_path("site-1", None, tmp_path, env) == Path("/env/s.npz")
+    assert site_data_path("site-1", None, tmp_path, {}) == tmp_path / "data" / "site-1.npz"
+    with pytest.raises(ValueError, match=f"site-1 has no training data: set {SITE_DATA_ENV}"):
+        site_data_path("site-1", None, None, {SITE_DATA_ENV: ""})
 
 
 def test_the_exported_job_names_no_path_of_this_machine(tmp_path) -> None:

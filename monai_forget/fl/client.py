@@ -18,6 +18,7 @@ as everyone else and sends ``W + s / p`` where ``s`` is the generator's weight c
 from __future__ import annotations
 
 import argparse
+import os
 import time
 import traceback
 from collections.abc import Mapping, Sequence
@@ -34,7 +35,7 @@ from monai_forget.results import write_json
 from monai_forget.unlearning.dummy_gradient import DummyGradientGenerator
 from monai_forget.unlearning.parameters import check_same_shapes
 
-__all__ = ["SITE_DATA_ENV", "FederatedClient", "Reply", "client_main"]
+__all__ = ["SITE_DATA_ENV", "FederatedClient", "Reply", "client_main", "site_data_path"]
 
 NUM_STEPS_KEY = "NUM_STEPS_CURRENT_ROUND"  # nvflare.apis.fl_constant.FLMetaKey
 
@@ -212,6 +213,27 @@ class FederatedClient:
 SITE_DATA_ENV = "MONAI_FORGET_SITE_DATA"
 
 
+def site_data_path(
+    site: str, given: str | None, job_dir: Path | None, environ: Mapping[str, str]
+) -> Path:
+    """Where ``site`` reads its training data: the path given to the script (``--data``),
+    else the site's ``MONAI_FORGET_SITE_DATA``, else ``<job_dir>/data/<site>.npz``.
+
+    Raises:
+        ValueError: none of the three, naming the variable to set.
+    """
+    if given:
+        return Path(given)
+    if environ.get(SITE_DATA_ENV):
+        return Path(environ[SITE_DATA_ENV])
+    if job_dir is not None:
+        return job_dir / "data" / f"{site}.npz"
+    raise ValueError(
+        f"site {site} has no training data: set {SITE_DATA_ENV} at this site to the path "
+        "of its data, or give --data in the job's per-site arguments"
+    )
+
+
 def client_main(argv: Sequence[str] | None = None, spec_text: str | None = None) -> None:
     """The FLARE client loop (Client API): receive, handle, send until the job ends.
 
@@ -225,8 +247,6 @@ def client_main(argv: Sequence[str] | None = None, spec_text: str | None = None)
     - the records (updates, withdrawal): ``--records``, else ``<job-dir>/clients/<site>``,
       else ``monai_forget_records/<site>`` in the working folder FLARE gives the site.
     """
-    import os
-
     import nvflare.client as flare
     from nvflare.app_common.abstract.fl_model import FLModel
 
@@ -245,13 +265,10 @@ def client_main(argv: Sequence[str] | None = None, spec_text: str | None = None)
     torch.set_num_threads(spec.config.threads_per_client)
     flare.init()
     site = flare.get_site_name()
-    data_path = args.data or os.environ.get(SITE_DATA_ENV)
-    if data_path is None and job_dir is None:
-        raise SystemExit(
-            f"monai-forget FLARE client at {site}: no training data; set {SITE_DATA_ENV} at "
-            "this site to the path of its data, or give --data in the job's per-site arguments"
-        )
-    data = load_images(Path(data_path) if data_path else job_dir / "data" / f"{site}.npz")
+    try:
+        data = load_images(site_data_path(site, args.data, job_dir, os.environ))
+    except ValueError as err:
+        raise SystemExit(f"monai-forget FLARE client: {err}") from None
     if args.records:
         records = Path(args.records)
     else:
