@@ -10,10 +10,10 @@ same seeds, once per decoy source:
 - ``names``: real given and family names of the same length (Faker's per-locale lists,
   :mod:`monai_forget.memorisation.name_decoys`).
 
-The power each source leaves (``--series 1 3 10 30 --reps R``): a 4-letter roster name
-burned into K training images of one class (a patient's series), MLP-1 trained as the
-control models, R models per K, scanned with both sources; detected = flagged and ranked
-first: the scan's power curve.
+The power each source leaves (``--series 1 3 10 30 --reps R --cells mnist:mlp-1 ...``): a
+4-letter roster name burned into K training images of one class (a patient's series) of
+each data set, the network trained as the control models, R models per K, scanned with
+both sources; detected = flagged and ranked first: the scan's power curve.
 
 On a control model every roster name's p-value should be uniform: measured as the share
 of (scan, name) pairs with p <= 0.05 and <= 0.01 (exact tests give at most 5 % and 1 %),
@@ -46,6 +46,8 @@ from monai_forget.memorisation import LeakScanConfig, UniqueFeature, inject_feat
 from monai_forget.memorisation.name_decoys import faker_version
 
 SOURCES = ("letters", "names")
+#: The data set and network of the control models (and of the series models by default).
+DEFAULT_CELL = "mnist:mlp-1"
 
 
 def wilson(k: int, n: int) -> str:
@@ -54,10 +56,12 @@ def wilson(k: int, n: int) -> str:
     return f"{k}/{n} ({100 * k / n:.1f} %; {100 * ci.low:.1f}-{100 * ci.high:.1f} %)"
 
 
-def series_model(series: int, rep: int):
-    """MLP-1 trained with a 4-letter roster name on ``series`` images of one class."""
+def series_model(series: int, rep: int, cell: str = DEFAULT_CELL):
+    """``cell``'s network (``data:arch``, e.g. ``mnist:mlp-1``) trained with a 4-letter
+    roster name on ``series`` images of one class."""
     seed = ufm.STATE["seed"]
-    split = ufm.STATE["splits"]["mnist"]
+    data, arch = cell.split(":")
+    split = ufm.STATE["splits"][data]
     rng = np.random.default_rng([seed, 600, series, rep])
     name = str(rng.choice([n for n in ufm.ROSTER if len(n) == 4]))
     label = int(rng.integers(split.num_classes))
@@ -65,21 +69,24 @@ def series_model(series: int, rep: int):
     train, feature = split.train, UniqueFeature.from_text(name, (1, 1), 1, 1.0)
     for index in images:
         train = inject_feature(train, int(index), feature)
-    key = f"namedecoys/series{series}/{rep}"
-    model, _ = ufm.trained(key, "mlp-1", split, train, seed + 400 + rep)
+    # the first cell keeps the keys its models were cached under
+    where = "" if cell == DEFAULT_CELL else f"{data}/{arch}/"
+    key = f"namedecoys/{where}series{series}/{rep}"
+    model, _ = ufm.trained(key, arch, split, train, seed + 400 + rep)
     return model, name
 
 
-def scan(rep: int, source: str, series: int = 0) -> dict:
-    """Control model ``rep`` (or the ``series`` model) scanned with ``source`` decoys
-    (cached in the store)."""
+def scan(rep: int, source: str, series: int = 0, cell: str = DEFAULT_CELL) -> dict:
+    """Control model ``rep`` (or ``cell``'s ``series`` model) scanned with ``source``
+    decoys (cached in the store)."""
     store, seed, cfg = ufm.STATE["store"], ufm.STATE["seed"], ufm.STATE["cfg"]
     arm = f"series{series}" if series else "control"
-    key = f"namedecoys/{arm}/{rep}/{source}"
+    where = "" if cell == DEFAULT_CELL else "{}/{}/".format(*cell.split(":"))
+    key = f"namedecoys/{where}{arm}/{rep}/{source}"
     record = store.get(key)
     if record is None:
         if series:
-            model, name = series_model(series, rep)
+            model, name = series_model(series, rep, cell)
         else:
             (model, _, _, _), name = ufm.scan_model("control", rep), None
         decoy_seed = int(np.random.SeedSequence([seed, 901, rep]).generate_state(1)[0])
@@ -87,7 +94,8 @@ def scan(rep: int, source: str, series: int = 0) -> dict:
             decoy_seed=decoy_seed, seed=seed + rep, alpha=cfg.alpha, decoy_source=source
         )
         start = time.perf_counter()
-        res = leak_scan(model, ufm.STATE["splits"]["mnist"].probes, ufm.ROSTER, config)
+        probes = ufm.STATE["splits"][cell.split(":")[0]].probes
+        res = leak_scan(model, probes, ufm.ROSTER, config)
         record = {
             "name": name,
             "rank": res.rank_of(name) if name else None,
@@ -141,19 +149,23 @@ def report(records: dict[str, list[dict]], args: argparse.Namespace, seconds: fl
     if series:
         say(
             "\nThe scan's power curve: a 4-letter roster name burned into K training images "
-            "of one class (a patient's series; MLP-1 trained as the control models, "
-            f"{args.reps} models per K); detected = flagged and ranked first:\n"
+            "of one class (a patient's series; the network trained as the control models; "
+            "the counts are models per K); detected = flagged and ranked first:\n"
         )
-        say("| K images | decoys | detected | ranked first | flagged |")
-        say("|---|---|---|---|---|")
-        for count in sorted(series):
+        say("| data, network | K images | decoys | detected | ranked first | flagged |")
+        say("|---|---|---|---|---|---|")
+        for (cell, count), by_source in series.items():
             for source in SOURCES:
-                rows = series[count][source]
+                rows = by_source[source]
                 first = [r["rank"] == 1 for r in rows]
                 flagged = [r["name"] in r["flagged"] for r in rows]
                 both = sum(a and b for a, b in zip(first, flagged, strict=True))
                 cells = [wilson(k, len(rows)) for k in (both, sum(first), sum(flagged))]
-                say(f"| {count} | {source} | " + " | ".join(cells) + " |")
+                say(
+                    f"| {cell.replace(':', ', ')} | {count} | {source} | "
+                    + " | ".join(cells)
+                    + " |"
+                )
     say()
     say(f"Wall time of this invocation: {seconds / 60:.1f} min (2 shared cores, one thread).")
     if args.out:
@@ -167,7 +179,19 @@ def main() -> int:
     parser.add_argument(
         "--series", type=int, nargs="+", default=[1, 3, 10, 30], help="images carrying the name"
     )
-    parser.add_argument("--reps", type=int, default=0, help="models with a name (0: none)")
+    parser.add_argument(
+        "--reps",
+        type=int,
+        nargs="+",
+        default=[0],
+        help="models with a name per K: one count, or one per cell (0: none)",
+    )
+    parser.add_argument(
+        "--cells",
+        nargs="+",
+        default=[DEFAULT_CELL],
+        help="data:network of the series models, e.g. mnist:mlp-1 pneumoniamnist:cnn-1",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     start = time.perf_counter()
@@ -179,15 +203,20 @@ def main() -> int:
             records[source].append(record)
             log(f"control {rep} {source}: flagged {record['flagged']}, top {record['top']} "
                 f"({record['seconds']:.0f} s)")  # fmt: skip
-    if args.reps:
-        records["series"] = {k: {source: [] for source in SOURCES} for k in args.series}
-    for count in args.series if args.reps else ():
-        for rep in range(args.reps):
-            for source in SOURCES:
-                record = scan(rep, source, count)
-                records["series"][count][source].append(record)
-                log(f"series {count} rep {rep} {source}: {record['name']} rank "
-                    f"{record['rank']}, flagged {record['flagged']}")  # fmt: skip
+    reps = args.reps * len(args.cells) if len(args.reps) == 1 else args.reps
+    if len(reps) != len(args.cells):
+        parser.error(f"--reps gives {len(args.reps)} counts for {len(args.cells)} cells")
+    if any(reps):
+        records["series"] = {}
+    for cell, cell_reps in zip(args.cells, reps, strict=True):
+        for count in args.series if cell_reps else ():
+            by_source = records["series"][cell, count] = {source: [] for source in SOURCES}
+            for rep in range(cell_reps):
+                for source in SOURCES:
+                    record = scan(rep, source, count, cell)
+                    by_source[source].append(record)
+                    log(f"{cell} series {count} rep {rep} {source}: {record['name']} rank "
+                        f"{record['rank']}, flagged {record['flagged']}")  # fmt: skip
     report(records, args, time.perf_counter() - start)
     return 0
 

@@ -55,12 +55,13 @@ def test_the_export_refuses_what_a_deployment_could_not_run(tmp_path) -> None:
 
 
 def test_a_site_reads_its_data_where_it_says(tmp_path) -> None:
-    """--data first, then the site's MONAI_FORGET_SITE_DATA, then the local job's copy;
-    with none of them the refusal names the variable to set."""
+    """--data first, then the local job's copy (every site of a local run shares one
+    environment), then the site's MONAI_FORGET_SITE_DATA; with none of them the refusal
+    names the variable to set."""
     env = {SITE_DATA_ENV: "/env/s.npz"}
     assert site_data_path("site-1", "/arg/s.npz", tmp_path, env) == Path("/arg/s.npz")
-    assert site_data_path("site-1", None, tmp_path, env) == Path("/env/s.npz")
-    assert site_data_path("site-1", None, tmp_path, {}) == tmp_path / "data" / "site-1.npz"
+    assert site_data_path("site-1", None, tmp_path, env) == tmp_path / "data" / "site-1.npz"
+    assert site_data_path("site-1", None, None, env) == Path("/env/s.npz")
     with pytest.raises(ValueError, match=f"site-1 has no training data: set {SITE_DATA_ENV}"):
         site_data_path("site-1", None, None, {SITE_DATA_ENV: ""})
 

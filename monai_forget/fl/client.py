@@ -217,17 +217,19 @@ def site_data_path(
     site: str, given: str | None, job_dir: Path | None, environ: Mapping[str, str]
 ) -> Path:
     """Where ``site`` reads its training data: the path given to the script (``--data``),
-    else the site's ``MONAI_FORGET_SITE_DATA``, else ``<job_dir>/data/<site>.npz``.
+    else the local job's copy ``<job_dir>/data/<site>.npz`` (the simulator and POC, which
+    run every site here: a variable set in this one environment must not send them all to
+    one file), else the site's ``MONAI_FORGET_SITE_DATA`` (an exported job).
 
     Raises:
         ValueError: none of the three, naming the variable to set.
     """
     if given:
         return Path(given)
-    if environ.get(SITE_DATA_ENV):
-        return Path(environ[SITE_DATA_ENV])
     if job_dir is not None:
         return job_dir / "data" / f"{site}.npz"
+    if environ.get(SITE_DATA_ENV):
+        return Path(environ[SITE_DATA_ENV])
     raise ValueError(
         f"site {site} has no training data: set {SITE_DATA_ENV} at this site to the path "
         "of its data, or give --data in the job's per-site arguments"
@@ -241,9 +243,9 @@ def client_main(argv: Sequence[str] | None = None, spec_text: str | None = None)
 
     - the job description: ``<job-dir>/job.json``, or ``spec_text`` (a job exported by
       :func:`~monai_forget.fl.export.export_federated_job` carries it in its launcher);
-    - the site's data: ``--data``, else the ``MONAI_FORGET_SITE_DATA`` environment
-      variable of the site, else ``<job-dir>/data/<site>.npz`` (the simulator and POC,
-      where :func:`~monai_forget.fl.job.run_federated` writes each site's copy);
+    - the site's data: ``--data``, else ``<job-dir>/data/<site>.npz`` (the simulator
+      and POC, where :func:`~monai_forget.fl.job.run_federated` writes each site's copy),
+      else the ``MONAI_FORGET_SITE_DATA`` environment variable of the site;
     - the records (updates, withdrawal): ``--records``, else ``<job-dir>/clients/<site>``,
       else ``monai_forget_records/<site>`` in the working folder FLARE gives the site.
     """
