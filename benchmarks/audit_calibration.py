@@ -557,16 +557,22 @@ def targets(rows: list[dict], signals: dict[str, dict[str, list[float]]]) -> Non
     say()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_training_options(parser: argparse.ArgumentParser, seeds: int) -> None:
+    """The options of the scripts that read this benchmark's trainings (seeds 0 to
+    ``seeds`` - 1 by default)."""
     parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
-    parser.add_argument("--seeds", nargs="+", type=int, default=list(range(15)))
-    parser.add_argument("--dev-seeds", nargs="*", type=int, default=[100, 101])
+    parser.add_argument("--seeds", nargs="+", type=int, default=list(range(seeds)))
     parser.add_argument("--references", type=int, default=8)
     parser.add_argument("--draws", type=int, default=100, help="draws per cell and training")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--cache-dir", default="/tmp/monai-forget-audit-calibration")
     parser.add_argument("--out", help="also write the markdown here")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_training_options(parser, seeds=15)
+    parser.add_argument("--dev-seeds", nargs="*", type=int, default=[100, 101])
     parser.add_argument("--error-rates", help="write the report's rows into this JSON")
     parser.add_argument("--quick", action="store_true", help="one seed, 10 draws")
     args = parser.parse_args(argv)

@@ -49,6 +49,7 @@ from audit_calibration import (
     MARGINS,
     SHARES,
     SIZES,
+    add_training_options,
     cells,
     count_cells,
     pooled,
@@ -269,13 +270,7 @@ def site_report(dataset: str, offline: dict[int, dict], online: dict[int, dict])
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
-    parser.add_argument("--seeds", nargs="+", type=int, default=list(range(5)))
-    parser.add_argument("--references", type=int, default=8)
-    parser.add_argument("--draws", type=int, default=100, help="draws per cell and training")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--cache-dir", default="/tmp/monai-forget-audit-calibration")
-    parser.add_argument("--out", help="also write the markdown here")
+    add_training_options(parser, seeds=5)
     parser.add_argument(
         "--site",
         action="store_true",
