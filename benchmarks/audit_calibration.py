@@ -193,11 +193,13 @@ class Audit:
             )
         a_score, a_mu, a_labels = pools["a"]
         m, n = run["role_members"], run["role_nonmembers"]
-        b_others = np.setdiff1d(np.arange(len(run["labels_b"])), run["b_train"])
+        # images of source B given to the reference models are never drawn into D_Q
+        b_drawn = np.setdiff1d(np.arange(len(run["labels_b"])), run.get("b_reference", []))
+        b_others = np.setdiff1d(b_drawn, run["b_train"])
         named = {
             "member_pool": ("a", run["role_member_pool"]),
             "never": ("a", run["role_never"]),
-            "other_site": ("b", np.arange(len(run["labels_b"]))),
+            "other_site": ("b", b_drawn),
             "other_site_trained": ("b", run["b_train"]),
             "other_site_unseen": ("b", b_others),
         }

@@ -18,7 +18,9 @@ cost here.
 
 ``--site``: the cells of D_Q from source B (another site; the second target trained on
 part of it), with 8 more online models on pairs of halves of sources A *and* B: what a
-user gets by giving D_Q's site's images as the reference models' population.
+user gets by giving D_Q's site's images as the reference models' population; and 8 more
+offline models whose population also holds half of the site's images the target trained
+on (never drawn into D_Q): the same remedy at the offline default's cost (trained once).
 
 Run (5 trainings per data set; the offline arm's models and cells are read from
 ``audit_calibration.py``'s cache, the online models are cached beside them)::
@@ -66,6 +68,7 @@ from monai_forget.audit.refmodel import RMIA_OFFLINE_A, rmia_scores
 from monai_forget.data import concat
 from monai_forget.inference import predict
 from monai_forget.shadow import ShadowTrainer
+from monai_forget.shadow.reference_jobs import reference_jobs
 
 #: RMIA's coefficient when half the reference models trained on each sample.
 ONLINE_A = 1.0
@@ -103,6 +106,66 @@ def online_training(
     out.parent.mkdir(parents=True, exist_ok=True)
     np.savez(out, **result)
     return result
+
+
+def offline_site_training(
+    dataset: str, seed: int, cache: Path, references: int
+) -> dict[str, np.ndarray]:
+    """The offline training's outputs with the reference models replaced by offline ones
+    whose population also holds half of the source-B images the second target trained
+    on (``b_reference``: the site's images a user gives; never drawn into D_Q, whose
+    remembered samples come from the other half), cached as
+    ``<cache>/outputs/<dataset>_<seed>_<references>_offline_site.npz``."""
+    out = cache / "outputs" / f"{dataset}_{seed}_{references}_offline_site.npz"
+    if out.is_file():
+        with np.load(out) as z:
+            return {k: z[k] for k in z.files}
+    run = training(dataset, seed, cache, references)
+    recipe, a, b = sources(dataset)
+    order = np.random.default_rng([seed, 11]).permutation(run["b_train"])
+    given, drawn = order[: len(order) // 2], order[len(order) // 2 :]
+    population = concat(a.subset(run["role_population"]), b.subset(given))
+    sets, seeds = reference_jobs(population, range(references), 0.5, seed + 1000)
+    trainer = ShadowTrainer(recipe, cache_dir=cache)
+    log(f"{dataset} seed {seed}: training {references} offline reference models with the site")
+    start = time.perf_counter()
+    refs = [trainer.train(d, seed=s) for d, s in zip(sets, seeds, strict=True)]
+    seconds = time.perf_counter() - start
+    result = {**run, "b_train": drawn, "b_reference": given}
+    for source, data in (("a", a), ("b", b)):
+        result[f"probs_{source}"] = np.concatenate(
+            [run[f"probs_{source}"][:2], np.stack([predict(m, data).probs for m in refs])]
+        )
+    result["offline_site_seconds"] = np.array(seconds)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(out, **result)
+    return result
+
+
+def offline_site_cells(dataset: str, seed: int, args: argparse.Namespace) -> dict[str, dict]:
+    """Decision counts with :func:`offline_site_training`'s reference models (cached):
+    the same-source cells and the cells of D_Q from the site the target trained on that
+    its remaining pools can fill."""
+    store = Path(args.cache_dir) / "cells" / f"{dataset}_{seed}_{args.draws}_offline_site.json"
+    if store.is_file():
+        return json.loads(store.read_text())
+    run = offline_site_training(dataset, seed, Path(args.cache_dir), args.references)
+    trained, unseen = (
+        len(run["b_train"]),
+        len(run["labels_b"]) - len(run["b_reference"]) - len(run["b_train"]),
+    )
+    wanted = SAME + [
+        (source, share, size)
+        for source, share, size in cells(dataset)
+        if source == "other site, trained on it"
+        and round(share * size) <= trained
+        and size - round(share * size) <= unseen
+    ]
+    counts = count_cells(run, wanted, seed, args.draws)
+    store.parent.mkdir(parents=True, exist_ok=True)
+    store.write_text(json.dumps(counts, indent=1))
+    log(f"{dataset} seed {seed}: offline cells with the site done")
+    return counts
 
 
 def online_cells(
@@ -213,23 +276,37 @@ def report(dataset: str, offline: dict[int, dict], online: dict[int, dict], args
     return lines
 
 
-def site_report(dataset: str, offline: dict[int, dict], online: dict[int, dict]) -> list[str]:
-    """D_Q from source B: offline models (never saw B) against online models trained on
+def site_report(
+    dataset: str, offline: dict[int, dict], online: dict[int, dict], offline_site: dict[int, dict]
+) -> list[str]:
+    """D_Q from source B: offline models (never saw B), offline models that also trained
+    on half of the site's images the target trained on, and online models trained on
     halves of A and B; returns the target lines."""
     name = DATASETS[dataset]
-    say(f"### {name}: D_Q from another site, with online models that trained on that site")
+    say(f"### {name}: D_Q from another site, with reference models that trained on that site")
     say()
     say(
-        "The online models train on pairs of halves of source A and source B (D_Q's site: "
-        "a user who gives the site's images, D_Q among them); the known non-members are "
-        "still from source A. Margin 0.5, the same D_Q draws:"
+        "Two ways a user gives the reference models D_Q's site (the known non-members are "
+        "still from source A): *offline, with the site*: the product's default offline "
+        "models, with half of the site's images that the target trained on added to their "
+        "population (D_Q's remembered samples are drawn from the other half; its never-seen "
+        "ones from the same pool as the other arms, so share-0 draws are the same D_Q); "
+        "*online, with the site*: pairs of halves of sources A and B, D_Q among them. "
+        "Margin 0.5:"
     )
     say()
+    arms = (
+        ("offline", offline),
+        ("offline, with the site", offline_site),
+        ("online, with the site", online),
+    )
     say("| D_Q source | share | \\|D_Q\\| | arm | not forgotten | forgotten | inconclusive |")
     say("|---|---|---|---|---|---|---|")
     for source, share, size in (c for c in cells(dataset) if c[0] != "same"):
         key = f"{source}|{share}|{size}"
-        for label, arm in (("offline", offline), ("online, with the site", online)):
+        for label, arm in arms:
+            if key not in next(iter(arm.values())):
+                continue  # the offline arm with the site keeps too few of B's images
             cols = [
                 rate(*pooled(arm, key, f"0.5|{d}"))
                 for d in (NOT_FORGOTTEN, FORGOTTEN, INCONCLUSIVE)
@@ -238,9 +315,12 @@ def site_report(dataset: str, offline: dict[int, dict], online: dict[int, dict])
     say()
     lines = []
     for source in ("other site", "other site, trained on it"):
-        keys = [f"{src}|{share}|{size}" for src, share, size in cells(dataset)
-                if src == source and share == 0]  # fmt: skip
-        for label, arm in (("offline", offline), ("online with the site", online)):
+        for label, arm in arms:
+            keys = [f"{src}|{share}|{size}" for src, share, size in cells(dataset)
+                    if src == source and share == 0]  # fmt: skip
+            keys = [k for k in keys if k in next(iter(arm.values()))]
+            if not keys:
+                continue
             got = [pooled(arm, k, f"0.5|{NOT_FORGOTTEN}")[:2] for k in keys]
             c, n = max(got, key=lambda x: x[0] / x[1])
             low, high = wilson(c, n)
@@ -255,9 +335,24 @@ def site_report(dataset: str, offline: dict[int, dict], online: dict[int, dict])
                     else "**met within sampling error**"
                 )
             )
-    wrong = [(f"{src}|{share}|{size}", m) for src, share, size in cells(dataset)
-             if src == "other site, trained on it" for m in MARGINS if share >= m]  # fmt: skip
-    for label, arm in (("offline", offline), ("online with the site", online)):
+    # what the site's images cost the same-source audit
+    same_wrong = [(f"same|{share}|{size}", m) for _, share, size in SAME for m in MARGINS
+                  if share >= m]  # fmt: skip
+    for label, arm in (("offline", offline), ("offline, with the site", offline_site)):
+        got = [(pooled(arm, k, f"{m}|{FORGOTTEN}")[:2], k) for k, m in same_wrong]
+        (c, n), key = max(got, key=lambda x: x[0][0] / x[0][1])
+        nulls = [pooled(arm, f"same|0.0|{size}", f"0.5|{NOT_FORGOTTEN}")[:2] for size in SIZES]
+        c0, n0 = max(nulls, key=lambda x: x[0] / x[1])
+        lines.append(
+            f'- {name}, same source, {label}: worst false "forgotten" {c / n:.3f} '
+            f'[{wilson(c, n)[0]:.3f}, {wilson(c, n)[1]:.3f}] ({key}); worst false "not '
+            f'forgotten" on never-seen D_Q {c0 / n0:.3f} [{wilson(c0, n0)[0]:.3f}, '
+            f"{wilson(c0, n0)[1]:.3f}]"
+        )
+    for label, arm in arms:
+        wrong = [(f"{src}|{share}|{size}", m) for src, share, size in cells(dataset)
+                 if src == "other site, trained on it" for m in MARGINS if share >= m]  # fmt: skip
+        wrong = [(k, m) for k, m in wrong if k in next(iter(arm.values()))]
         got = [(pooled(arm, k, f"{m}|{FORGOTTEN}")[:2], k, m) for k, m in wrong]
         (c, n), key, margin = max(got, key=lambda x: x[0][0] / x[0][1])
         lines.append(
@@ -294,7 +389,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         lines += report(dataset, offline, online, args)
         if args.site:
             with_site = {seed: online_cells(dataset, seed, args, site=True) for seed in args.seeds}
-            lines += site_report(dataset, offline, with_site)
+            offline_site = {seed: offline_site_cells(dataset, seed, args) for seed in args.seeds}
+            lines += site_report(dataset, offline, with_site, offline_site)
     say("## Targets of issue 32, online arm")
     say()
     for line in lines:

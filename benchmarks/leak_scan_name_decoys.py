@@ -56,6 +56,17 @@ def wilson(k: int, n: int) -> str:
     return f"{k}/{n} ({100 * k / n:.1f} %; {100 * ci.low:.1f}-{100 * ci.high:.1f} %)"
 
 
+def control_model(rep: int, cell: str = DEFAULT_CELL):
+    """``cell``'s control model ``rep``: its network trained without any name (the first
+    cell's are the control models of ``unique_feature_memorisation.py``)."""
+    if cell == DEFAULT_CELL:
+        return ufm.scan_model("control", rep)[0]
+    data, arch = cell.split(":")
+    split = ufm.STATE["splits"][data]
+    key = f"namedecoys/{data}/{arch}/control/{rep}"
+    return ufm.trained(key, arch, split, split.train, ufm.STATE["seed"] + 200 + rep)[0]
+
+
 def series_model(series: int, rep: int, cell: str = DEFAULT_CELL):
     """``cell``'s network (``data:arch``, e.g. ``mnist:mlp-1``) trained with a 4-letter
     roster name on ``series`` images of one class."""
@@ -78,17 +89,21 @@ def series_model(series: int, rep: int, cell: str = DEFAULT_CELL):
 
 def scan(rep: int, source: str, series: int = 0, cell: str = DEFAULT_CELL) -> dict:
     """Control model ``rep`` (or ``cell``'s ``series`` model) scanned with ``source``
-    decoys (cached in the store)."""
+    decoys (cached in the store). A series scan that flagged several names and was
+    cached before the scan attributed them is run again (same seeds, same flags)."""
     store, seed, cfg = ufm.STATE["store"], ufm.STATE["seed"], ufm.STATE["cfg"]
     arm = f"series{series}" if series else "control"
     where = "" if cell == DEFAULT_CELL else "{}/{}/".format(*cell.split(":"))
     key = f"namedecoys/{where}{arm}/{rep}/{source}"
     record = store.get(key)
-    if record is None:
+    stale = (
+        record is not None and series and len(record["flagged"]) > 1 and "attributed" not in record
+    )
+    if record is None or stale:
         if series:
             model, name = series_model(series, rep, cell)
         else:
-            (model, _, _, _), name = ufm.scan_model("control", rep), None
+            model, name = control_model(rep, cell), None
         decoy_seed = int(np.random.SeedSequence([seed, 901, rep]).generate_state(1)[0])
         config = LeakScanConfig(
             decoy_seed=decoy_seed, seed=seed + rep, alpha=cfg.alpha, decoy_source=source
@@ -96,11 +111,15 @@ def scan(rep: int, source: str, series: int = 0, cell: str = DEFAULT_CELL) -> di
         start = time.perf_counter()
         probes = ufm.STATE["splits"][cell.split(":")[0]].probes
         res = leak_scan(model, probes, ufm.ROSTER, config)
+        if stale and res.significant_names() != record["flagged"]:
+            raise RuntimeError(f"{key}: the scan run again flagged other names")
         record = {
             "name": name,
             "rank": res.rank_of(name) if name else None,
             "p": {r.name: r.pvalue for r in res.rows},
             "flagged": res.significant_names(),
+            "attributed": res.attributed_names(),
+            "explained": res.explained_names(),
             "top": res.top.name,
             "decoys": {n.template: len(n.texts) for n in res.nulls},
             "seconds": time.perf_counter() - start,
@@ -109,16 +128,16 @@ def scan(rep: int, source: str, series: int = 0, cell: str = DEFAULT_CELL) -> di
     return record
 
 
-def report(records: dict[str, list[dict]], args: argparse.Namespace, seconds: float) -> None:
-    n = len(records[SOURCES[0]])
+def report(records: dict, args: argparse.Namespace, seconds: float) -> None:
     say("### Leak scan on control models: name decoys against random-letter decoys\n")
     say(
         f"`python benchmarks/leak_scan_name_decoys.py {' '.join(sys.argv[1:])}`; seed "
-        f"{args.seed}; MLP-1 on MNIST without any name (the control models of "
-        f"`unique_feature_memorisation.py`), the 50-name roster, default decoys per kind, "
-        f"BH at 0.05; Faker {faker_version()}.\n"
+        f"{args.seed}; control models: the network trained without any name (MLP-1 on "
+        f"MNIST: the control models of `unique_feature_memorisation.py`), the 50-name "
+        f"roster, default decoys per kind, BH at 0.05; Faker {faker_version()}.\n"
     )
-    kinds = records["names"][0]["decoys"]
+    first = next(iter(records["controls"].values()))
+    kinds = first["names"][0]["decoys"]
     say(
         "Name decoys per kind in these scans: "
         + ", ".join(f"{k}: {v}" for k, v in sorted(kinds.items()))
@@ -127,40 +146,56 @@ def report(records: dict[str, list[dict]], args: argparse.Namespace, seconds: fl
         "be flagged at 0.05 after BH).\n"
     )
     say(
-        "| decoys | (scan, name) pairs with p <= 0.05 | p <= 0.01 | KS vs uniform | "
-        "scans flagging any name | most often p <= 0.05 |"
+        "| data, network | decoys | (scan, name) pairs with p <= 0.05 | p <= 0.01 | "
+        "KS vs uniform | scans flagging any name | most often p <= 0.05 |"
     )
-    say("|---|---|---|---|---|---|")
-    for source in SOURCES:
-        rows = records[source]
-        p = np.array([[r["p"][name] for name in ufm.ROSTER] for r in rows])
-        # the decoy p-value is discrete (steps of 1/(n+1)): KS on the pooled values
-        ks = scipy.stats.kstest(p.ravel(), "uniform")
-        often = np.sum(p <= 0.05, axis=0)
-        worst = np.argsort(-often)[:4]
-        names = ", ".join(f"{ufm.ROSTER[i]} {often[i]}/{n}" for i in worst if often[i])
-        say(
-            f"| {source} | {wilson(int(np.sum(p <= 0.05)), p.size)} | "
-            f"{wilson(int(np.sum(p <= 0.01)), p.size)} | D = {ks.statistic:.3f}, "
-            f"p = {ks.pvalue:.2g} | {wilson(sum(bool(r['flagged']) for r in rows), n)} | "
-            f"{names or '-'} |"
-        )
+    say("|---|---|---|---|---|---|---|")
+    for cell, by_source in records["controls"].items():
+        for source in SOURCES:
+            rows = by_source[source]
+            p = np.array([[r["p"][name] for name in ufm.ROSTER] for r in rows])
+            # the decoy p-value is discrete (steps of 1/(n+1)): KS on the pooled values
+            ks = scipy.stats.kstest(p.ravel(), "uniform")
+            often = np.sum(p <= 0.05, axis=0)
+            worst = np.argsort(-often)[:4]
+            names = ", ".join(f"{ufm.ROSTER[i]} {often[i]}/{len(rows)}" for i in worst if often[i])
+            say(
+                f"| {cell.replace(':', ', ')} | {source} | "
+                f"{wilson(int(np.sum(p <= 0.05)), p.size)} | "
+                f"{wilson(int(np.sum(p <= 0.01)), p.size)} | D = {ks.statistic:.3f}, "
+                f"p = {ks.pvalue:.2g} | "
+                f"{wilson(sum(bool(r['flagged']) for r in rows), len(rows))} | "
+                f"{names or '-'} |"
+            )
     series = records.get("series", {})
     if series:
         say(
             "\nThe scan's power curve: a 4-letter roster name burned into K training images "
             "of one class (a patient's series; the network trained as the control models; "
-            "the counts are models per K); detected = flagged and ranked first:\n"
+            "the counts are models per K); detected = flagged and ranked first; where "
+            "several names were flagged, each was tested against its likeness to the others "
+            "(`monai_forget.memorisation.attribution`): *attributed* = flagged and not "
+            "explained by another flagged name's likeness; *set aside* = the leaked name "
+            "flagged but explained:\n"
         )
-        say("| data, network | K images | decoys | detected | ranked first | flagged |")
-        say("|---|---|---|---|---|---|")
+        say(
+            "| data, network | K images | decoys | detected | ranked first | flagged | "
+            "another roster name flagged | ... and attributed | leaked name set aside |"
+        )
+        say("|---|---|---|---|---|---|---|---|---|")
         for (cell, count), by_source in series.items():
             for source in SOURCES:
                 rows = by_source[source]
                 first = [r["rank"] == 1 for r in rows]
                 flagged = [r["name"] in r["flagged"] for r in rows]
                 both = sum(a and b for a, b in zip(first, flagged, strict=True))
-                cells = [wilson(k, len(rows)) for k in (both, sum(first), sum(flagged))]
+                others = sum(bool(set(r["flagged"]) - {r["name"]}) for r in rows)
+                kept = [set(r.get("attributed", r["flagged"])) for r in rows]
+                still = sum(bool(k - {r["name"]}) for k, r in zip(kept, rows, strict=True))
+                lost = sum(r["name"] in r["flagged"] and r["name"] not in k
+                           for k, r in zip(kept, rows, strict=True))  # fmt: skip
+                counts = (both, sum(first), sum(flagged), others, still, lost)
+                cells = [wilson(k, len(rows)) for k in counts]
                 say(
                     f"| {cell.replace(':', ', ')} | {count} | {source} | "
                     + " | ".join(cells)
@@ -187,6 +222,12 @@ def main() -> int:
         help="models with a name per K: one count, or one per cell (0: none)",
     )
     parser.add_argument(
+        "--control-cells",
+        nargs="+",
+        default=[DEFAULT_CELL],
+        help="data:network of the control models, each with --controls models",
+    )
+    parser.add_argument(
         "--cells",
         nargs="+",
         default=[DEFAULT_CELL],
@@ -197,12 +238,15 @@ def main() -> int:
     start = time.perf_counter()
     ufm.init_cached(args)
     records: dict[str, list[dict]] = {source: [] for source in SOURCES}
-    for rep in range(args.controls):
-        for source in SOURCES:
-            record = scan(rep, source)
-            records[source].append(record)
-            log(f"control {rep} {source}: flagged {record['flagged']}, top {record['top']} "
-                f"({record['seconds']:.0f} s)")  # fmt: skip
+    records["controls"] = {}
+    for cell in args.control_cells:
+        by_source = records["controls"][cell] = {source: [] for source in SOURCES}
+        for rep in range(args.controls):
+            for source in SOURCES:
+                record = scan(rep, source, cell=cell)
+                by_source[source].append(record)
+                log(f"{cell} control {rep} {source}: flagged {record['flagged']}, top "
+                    f"{record['top']} ({record['seconds']:.0f} s)")  # fmt: skip
     reps = args.reps * len(args.cells) if len(args.reps) == 1 else args.reps
     if len(reps) != len(args.cells):
         parser.error(f"--reps gives {len(args.reps)} counts for {len(args.cells)} cells")

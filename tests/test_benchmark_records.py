@@ -106,13 +106,20 @@ def test_the_packaged_error_rates_are_the_committed_benchmark_tables():
 
 
 def _count_cell(text: str) -> tuple[int, int, tuple[int, int]]:
-    """``"3/20 (15%; 3-38%)"`` or ``"1/20 (5 %; 0-25 %)"`` -> (3, 20, (3, 38))."""
+    """``"3/20 (15%; 3-38%)"``, ``"1/20 (5 %; 0-25 %)"`` or ``"9/20 (45.0 %; 25.8-65.8
+    %)"`` -> (3, 20, (3, 38)) (the interval in whole percent)."""
     import re
 
-    found = re.match(r"(\d+)/(\d+) \(\d+ ?%; (\d+)-(\d+) ?%\)", text.strip())
+    number = r"(\d+(?:\.\d+)?)"
+    found = re.match(rf"(\d+)/(\d+) \({number} ?%; {number}-{number} ?%\)", text.strip())
     assert found, f"not a count with its interval: {text!r}"
-    k, n, low, high = (int(g) for g in found.groups())
-    return k, n, (low, high)
+    k, n, _, low, high = found.groups()
+    return int(k), int(n), (round(float(low)), round(float(high)))
+
+
+def _cell_name(row: dict) -> str:
+    """The data set and network as the leak-scan tables name them: ``mnist, mlp-1``."""
+    return f"{row['data'].split()[0].lower()}, {row['network'].split()[0].lower()}"
 
 
 def test_the_packaged_false_alarm_rates_are_the_committed_benchmark_tables():
@@ -134,9 +141,41 @@ def test_the_packaged_false_alarm_rates_are_the_committed_benchmark_tables():
         if row["references"]:  # leak_scan_references.md: the "with references" arm
             line = next(x for x in table.splitlines() if x.startswith("| with references |"))
             cell = line.split(" | ")[3]
+        elif "name_decoys" in row["source"]:  # one row per data set, network and decoys
+            start = f"| {_cell_name(row)} | {row['decoy_source']} | "
+            line = next(x for x in table.splitlines() if x.startswith(start))
+            cell = line.split(" | ")[5]
         else:  # the control-models row, the column of the row's correction
             line = next(x for x in table.splitlines() if x.startswith("| control models"))
             cell = line.split(" | ")[3 if row["correction"] == "bh" else 4]
         k, n, (low, high) = _count_cell(cell)
         assert (row["flagged"], row["scans"]) == (k, n), (row["source"], cell)
         assert [round(100 * x) for x in row["interval"]] == [low, high], (row["source"], cell)
+
+
+def test_the_packaged_detection_curve_is_the_committed_benchmark_table():
+    """Issue 36, item 6: the leak-scan report shows the detection curve from one data
+    file; each row must be the "detected" cell of the power-curve table it names, and
+    every (data, network, decoys) measured there must be packaged at every length."""
+    import json
+
+    from monai_forget.memorisation.report import MEASURED_DETECTION
+
+    packaged = json.loads(
+        (REPO / "monai_forget" / "memorisation" / "measured_detection.json").read_text()
+    )["rows"]
+    assert [dict(r, interval=tuple(r["interval"])) for r in packaged] == [
+        dict(r, interval=tuple(r["interval"])) for r in MEASURED_DETECTION
+    ]
+    (source,) = {r["source"] for r in packaged}
+    table = (REPO / source.split(",")[0]).read_text(encoding="utf-8").splitlines()
+    curve = [
+        line for line in table if len(line.split(" | ")) > 3 and line.split(" | ")[1].isdigit()
+    ]
+    assert len(curve) == len(packaged) > 0
+    for row in packaged:
+        start = f"| {_cell_name(row)} | {row['images']} | {row['decoy_source']} | "
+        (line,) = [x for x in curve if x.startswith(start)]
+        k, n, (low, high) = _count_cell(line.split(" | ")[3])
+        assert (row["detected"], row["runs"]) == (k, n), (start, line)
+        assert [round(100 * x) for x in row["interval"]] == [low, high], (start, line)

@@ -19,7 +19,11 @@ from monai_forget.memorisation import (
     write_scan_report,
 )
 from monai_forget.memorisation.reference_scan import in_decoy_units, relative_to_references
-from monai_forget.memorisation.report import MEASURED_FALSE_ALARMS
+from monai_forget.memorisation.report import (
+    MEASURED_DETECTION,
+    MEASURED_FALSE_ALARMS,
+    smallest_found_series,
+)
 from monai_forget.networks import MLP1
 
 #: The scan the checkpoint tests interrupt and resume.
@@ -216,10 +220,18 @@ def test_report_is_written_atomically_and_not_overwritten(probes, tmp_path):
     assert "evidence of memorisation" in page and "memorised" not in page
     assert "not proof" in page and "not proof of absence" in page
     (measured,) = [
-        r for r in MEASURED_FALSE_ALARMS if r["correction"] == "bh" and not r["references"]
+        r
+        for r in MEASURED_FALSE_ALARMS
+        if r["correction"] == "bh" and not r["references"] and r["decoy_source"] == "letters"
     ]
     assert f"{measured['flagged']} of {measured['scans']} control scans" in page
-    assert record["measured_false_alarms"][0]["scans"] == measured["scans"]
+    assert record["measured_false_alarms"] == [measured]
+    # ... and the detection curve measured for this kind of scan (letters, BH, 0.05)
+    curve = [r for r in MEASURED_DETECTION if r["decoy_source"] == "letters"]
+    assert record["measured_detection"] == curve and curve
+    assert "measured detection curve" in page and page.count("data:image/png;base64,") == 2
+    for r in curve:
+        assert f"<td>{r['images']}</td><td>{r['detected']} of {r['runs']}</td>" in page
     assert len(record["decoys"]) == 2 and record["settings"]["decoys_per_kind"] == 999
     before = json_path.read_bytes()
     with pytest.raises(FileExistsError, match="overwrite"):
@@ -230,6 +242,39 @@ def test_report_is_written_atomically_and_not_overwritten(probes, tmp_path):
         "leak_scan.json",
     ]
     write_scan_report(result, tmp_path / "out", overwrite=True)
+
+
+def test_smallest_found_series_by_hand():
+    """Found means at least half the runs found it: 10 of 20 counts, 9 of 20 does not;
+    the shortest such series is reported, not the first row or the best rate."""
+
+    def row(images: int, detected: int, runs: int = 20, data: str = "MNIST") -> dict:
+        return {"data": data, "network": "MLP-1", "images": images, "detected": detected,
+                "runs": runs}  # fmt: skip
+
+    rows = [row(30, 19), row(3, 9), row(10, 10), row(1, 1), row(30, 4, 5, "X"), row(3, 2, 5, "X")]
+    found = smallest_found_series(rows)
+    assert found["MNIST, MLP-1"] == {"images": 10, "best": 0.95, "best_images": 30}
+    assert found["X, MLP-1"] == {"images": 30, "best": 0.8, "best_images": 30}
+    none = smallest_found_series([row(1, 1), row(10, 9), row(30, 7)])["MNIST, MLP-1"]
+    assert none == {"images": None, "best": 0.45, "best_images": 10}
+
+
+def test_a_clean_scan_says_what_it_could_not_have_found(probes, tmp_path):
+    """Issue 36, item 6: "no evidence" comes with the measured curve of its kind of scan
+    (name decoys here) and the series it would not have found."""
+    from monai_forget.memorisation import LeakScanConfig
+    from monai_forget.memorisation.report import render_scan_report
+
+    result = leak_scan(knows(), probes, ROSTER[:5], LeakScanConfig(decoy_source="names"))
+    assert not result.significant_names()
+    page = render_scan_report(result)
+    curve = [r for r in MEASURED_DETECTION if r["decoy_source"] == "names"]
+    mnist = max((r for r in curve if r["data"] == "MNIST"), key=lambda r: r["detected"] / r["runs"])
+    assert mnist["detected"] / mnist["runs"] < 0.5  # measured: MLP-1 MNIST never reached half
+    best = f"best: {100 * mnist['detected'] / mnist['runs']:.0f} % at {mnist['images']} images"
+    assert "no series length measured was found in 50 % of the runs" in page and best in page
+    assert "does not clear a name burned into fewer images" in page
 
 
 # --------------------------------------------------------------------------- CLI
@@ -276,6 +321,13 @@ def test_cli_scan(cli_files, tmp_path, capsys):
     assert "MARY" in printed.splitlines()[2]  # first row of the table
     assert json.loads((out / "leak_scan.json").read_text())["rows"][0]["name"] == "MARY"
     assert (out / "leak_scan.html").is_file()
+    assert json.loads((out / "leak_scan.json").read_text())["settings"]["attribution"]
+    off = tmp_path / "off"
+    roster = str(cli_files / "roster.csv")
+    assert main([*base, roster, "--out", str(off), "--no-attribution"]) == 0
+    record = json.loads((off / "leak_scan.json").read_text())
+    assert record["settings"]["attribution"] is False and record["attributions"] == []
+    capsys.readouterr()
     bad = tmp_path / "bad.csv"
     bad.write_text("name\nMARY\nJOSEPHINE\n")
     assert main([*base, str(bad), "--out", str(tmp_path / "x")]) == 2

@@ -152,6 +152,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "names of the same lengths and case (needs Faker) (default %(default)s)",
     )
     scan.add_argument(
+        "--no-attribution",
+        dest="attribution",
+        action="store_false",
+        help="keep every flagged name as flagged (by default, when several are flagged, "
+        "each is tested against its likeness to the others, and names explained by "
+        "another's likeness are set aside)",
+    )
+    scan.add_argument(
         "--test",
         choices=MEMORISATION_TESTS,
         default=MEMORISATION_PAPER_TEST,
@@ -280,6 +288,7 @@ def run(args: argparse.Namespace) -> int:
         correction=args.correction,
         alpha=args.alpha,
         decoy_source=args.decoys_from,
+        attribution=args.attribution,
         **_options(args),
     )
     result = leak_scan(

@@ -35,6 +35,7 @@ import torch
 
 from monai_forget.canary.font import TYPEFACE
 from monai_forget.defaults import LEAK_SCAN_ALPHA, LEAK_SCAN_CORRECTIONS, LEAK_SCAN_DECOY_SOURCES
+from monai_forget.memorisation.attribution import attribute_flags
 from monai_forget.memorisation.decoys import decoy_template, decoy_test, draw_decoys, fresh_seed
 from monai_forget.memorisation.feature import (
     RandomFeature,
@@ -131,6 +132,10 @@ class LeakScanConfig:
         random_feature: ``"patch"`` (the paper's), ``"ink"`` or ``"text"`` controls
             (shared by the names of one kind and their decoys).
         seed: seed of the random controls.
+        attribution: when several names are flagged, test each against its likeness to
+            every other (:mod:`~monai_forget.memorisation.attribution`), so
+            names flagged only for looking like a leaked name are told apart (not run on
+            scans with reference models).
         batch_size: images per forward pass.
         device, outputs: see :func:`monai_forget.inference.predict`.
 
@@ -150,6 +155,7 @@ class LeakScanConfig:
     alpha: float = LEAK_SCAN_ALPHA
     random_feature: RandomFeature = "patch"
     seed: int = 0
+    attribution: bool = True
     batch_size: int = 1024
     device: str | torch.device = "cpu"
     outputs: Literal["logits", "probs"] = "logits"
@@ -313,6 +319,23 @@ def leak_scan(
         )
         for rank, i in enumerate(order, start=1)
     )
+    flagged = [r.name for r in rows if r.significant]
+    attributions = ()
+    if config.attribution and not references and len(flagged) > 1:
+
+        def m_of(chunk: Sequence[str]) -> np.ndarray:
+            d = text_divergences(model, images, controls[0][0], chunk, **stamp, **kwargs)
+            return _m(d.mean(axis=1), controls[0][1], chunk)
+
+        attributions = attribute_flags(
+            flagged,
+            m_of,
+            roster=names,
+            alpha=alpha,
+            correction=correction,
+            seed=decoy_seed,
+            scale=scale,
+        )
     factor = len(names) if correction in ("bh", "bonferroni") else 1
     best = min(1.0, factor / (min(len(n.texts) for n in nulls) + 1))
     short = [n for n in nulls if factor / (len(n.texts) + 1) >= alpha]
@@ -340,6 +363,7 @@ def leak_scan(
         "decoy_seed": decoy_seed,
         "smallest_adjusted_pvalue": best,
         "references": len(references),
+        "attribution": bool(config.attribution and not references),
     }
     provenance = {
         "model_fingerprint": fingerprints[0],
@@ -353,5 +377,13 @@ def leak_scan(
         },
     }
     return LeakScanResult(
-        rows, test, correction, float(alpha), len(images), tuple(nulls), settings, provenance
+        rows,
+        test,
+        correction,
+        float(alpha),
+        len(images),
+        tuple(nulls),
+        settings,
+        provenance,
+        attributions,
     )

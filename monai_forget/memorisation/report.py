@@ -1,7 +1,8 @@
 """Leak-scan report: JSON record + HTML page (table, and M of the roster beside the decoys'
 null), written atomically. The page says "evidence of memorisation" or "no evidence",
-never that a name was memorised, and carries the caution and the false-alarm rate
-measured for the scan's configuration."""
+never that a name was memorised, and carries the caution, the false-alarm rate measured
+for the scan's configuration and what the scan was measured to find (its detection curve:
+a name burned into a series of training images, by series length)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ from monai_forget.memorisation.leak_scan import LeakScanResult
 from monai_forget.reporting import figure_png, render_html, write_html
 from monai_forget.results import to_json, write_json
 
-__all__ = ["MEASURED_FALSE_ALARMS", "measured_false_alarms", "render_scan_report",
-           "scan_figure", "write_scan_report"]  # fmt: skip
+__all__ = ["MEASURED_DETECTION", "MEASURED_FALSE_ALARMS", "detection_figure",
+           "measured_detection", "measured_false_alarms", "render_scan_report",
+           "scan_figure", "smallest_found_series", "write_scan_report"]  # fmt: skip
 
 JSON_NAME = "leak_scan.json"
 HTML_NAME = "leak_scan.html"
@@ -36,18 +38,94 @@ MEASURED_FALSE_ALARMS: tuple[dict[str, Any], ...] = tuple(
 )
 
 
+#: The scan's detection curve measured by the benchmark: a roster name burned into
+#: ``images`` training images of one class (a patient's series), ``detected`` of ``runs``
+#: models flagged it and ranked it first; kept in ``measured_detection.json`` (a test
+#: ties each row to its results table).
+MEASURED_DETECTION: tuple[dict[str, Any], ...] = tuple(
+    json.loads((files("monai_forget.memorisation") / "measured_detection.json").read_text("utf-8"))[
+        "rows"
+    ]
+)
+#: A series length is "found" when at least this share of the measured runs found it.
+FOUND_SHARE = 0.5
+
+
+def _same_scan(row: dict[str, Any], correction: str, alpha: float, decoy_source: str) -> bool:
+    return (
+        row["correction"] == correction
+        and row["alpha"] == alpha
+        and row["decoy_source"] == decoy_source
+    )
+
+
 def measured_false_alarms(
-    correction: str, alpha: float, references: int = 0
+    correction: str, alpha: float, references: int = 0, decoy_source: str = "letters"
 ) -> list[dict[str, Any]]:
-    """The benchmark's measurements for scans with this correction and alpha, with
-    reference models or without (``references``: how many the scan had)."""
+    """The benchmark's measurements for scans with this correction, alpha and decoy
+    source, with reference models or without (``references``: how many the scan had)."""
     return [
         r
         for r in MEASURED_FALSE_ALARMS
-        if r["correction"] == correction
-        and r["alpha"] == alpha
+        if _same_scan(r, correction, alpha, decoy_source)
         and bool(r["references"]) == bool(references)
     ]
+
+
+def measured_detection(
+    correction: str, alpha: float, references: int = 0, decoy_source: str = "letters"
+) -> list[dict[str, Any]]:
+    """The measured detection curve of scans like this one (rows by data, network and
+    series length); empty where it was not measured (scans with reference models)."""
+    if references:
+        return []
+    return [r for r in MEASURED_DETECTION if _same_scan(r, correction, alpha, decoy_source)]
+
+
+def smallest_found_series(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per measured model (``"<data>, <network>"``): the shortest series found in at
+    least :data:`FOUND_SHARE` of its runs (``None`` when no length measured was), and
+    the best rate measured, so "no evidence" can say what the scan would have found."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in sorted(rows, key=lambda r: r["images"]):
+        cell = out.setdefault(
+            f"{r['data']}, {r['network']}", {"images": None, "best": None, "best_images": None}
+        )
+        rate = r["detected"] / r["runs"]
+        if cell["images"] is None and rate >= FOUND_SHARE:
+            cell["images"] = r["images"]
+        if cell["best"] is None or rate > cell["best"]:
+            cell["best"], cell["best_images"] = rate, r["images"]
+    return out
+
+
+def detection_figure(rows: list[dict[str, Any]]) -> Figure:
+    """The measured detection curve: the share of runs that found the name (flagged and
+    ranked first) against the number of training images carrying it, with its 95 %
+    interval, one line per measured model."""
+    fig = Figure(figsize=(5.0, 3.0))
+    ax = fig.subplots()
+    cells: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        cells.setdefault(f"{r['data']}, {r['network']}", []).append(r)
+    for label, cell in cells.items():
+        cell = sorted(cell, key=lambda r: r["images"])
+        x = np.array([r["images"] for r in cell])
+        rate = np.array([r["detected"] / r["runs"] for r in cell])
+        low, high = (np.array([r["interval"][i] for r in cell]) for i in (0, 1))
+        runs = "/".join(sorted({str(r["runs"]) for r in cell}))
+        line = ax.plot(x, rate, marker="o", label=f"{label} ({runs} runs per length)")[0]
+        ax.fill_between(x, low, high, color=line.get_color(), alpha=0.15, linewidth=0)
+    ax.set_xscale("log")
+    ax.set_xticks(
+        sorted({r["images"] for r in rows}), [str(i) for i in sorted({r["images"] for r in rows})]
+    )
+    ax.set_ylim(0.0, 1.0)
+    ax.set_xlabel("training images carrying the name (one patient's series)")
+    ax.set_ylabel("runs that found it")
+    ax.legend(fontsize=7, frameon=False)
+    fig.tight_layout()
+    return fig
 
 
 def scan_figure(result: LeakScanResult, top: int = 50) -> Figure:
@@ -93,12 +171,21 @@ def scan_figure(result: LeakScanResult, top: int = 50) -> Figure:
 
 def render_scan_report(result: LeakScanResult, title: str = "Leak scan") -> str:
     """The report as an HTML string."""
-    sig = result.significant_names()
+    sig, explained = result.significant_names(), result.explained_names()
     verdict = (
         f"{EVIDENCE} for {len(sig)} of {len(result.rows)} names: " + ", ".join(sig)
         if sig
         else f"{NO_EVIDENCE} of memorisation for any of the {len(result.rows)} names"
     )
+    if explained:
+        verdict += (
+            f"; of these, {', '.join(explained)} "
+            + ("shows" if len(explained) == 1 else "show")
+            + " no evidence beyond its likeness to "
+            + "; ".join(f"{' or '.join(by)} ({name})" for name, by in explained.items())
+        )
+    like = _scan_kind(result)
+    detection = measured_detection(*like)
     return render_html(
         "leak_scan.html",
         title=title,
@@ -106,11 +193,25 @@ def render_scan_report(result: LeakScanResult, title: str = "Leak scan") -> str:
         verdict=verdict,
         evidence=EVIDENCE,
         no_evidence=NO_EVIDENCE,
-        measured=measured_false_alarms(
-            result.correction, result.alpha, result.settings.get("references", 0)
-        ),
+        measured=measured_false_alarms(*like),
+        detection=detection,
+        found=smallest_found_series(detection),
+        found_share=FOUND_SHARE,
+        detection_png=figure_png(detection_figure(detection)) if detection else None,
         png=figure_png(scan_figure(result)),
         provenance=to_json(result.provenance),
+    )
+
+
+def _scan_kind(result: LeakScanResult) -> tuple[str, float, int, str]:
+    """(correction, alpha, reference models, decoy source): what the measurements of
+    the scan's error rates are keyed by."""
+    settings = result.settings
+    return (
+        result.correction,
+        result.alpha,
+        settings.get("references", 0),
+        settings.get("decoy_source", "letters"),
     )
 
 
@@ -139,9 +240,8 @@ def write_scan_report(
     html_path = check_writable(out / HTML_NAME, overwrite)
     page = render_scan_report(result, title)
     record = result.to_dict()
-    record["measured_false_alarms"] = measured_false_alarms(
-        result.correction, result.alpha, result.settings.get("references", 0)
-    )
+    record["measured_false_alarms"] = measured_false_alarms(*_scan_kind(result))
+    record["measured_detection"] = measured_detection(*_scan_kind(result))
     write_json(json_path, record, overwrite=overwrite)
     write_html(html_path, page, overwrite=overwrite)
     return json_path, html_path

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from monai_forget.memorisation.attribution import Attribution, attributed_names
 from monai_forget.results import Result
 
 __all__ = ["DecoyNull", "LeakScanResult", "NameResult"]
@@ -65,6 +66,8 @@ class LeakScanResult(Result):
         nulls: the decoys of each kind of name and their M.
         settings: feature placement, controls, decoys and their seed.
         provenance: model and probe fingerprints, package versions, seeds.
+        attributions: each flagged name tested against its likeness to every other
+            flagged name (empty when fewer than two were flagged).
     """
 
     rows: tuple[NameResult, ...]
@@ -75,6 +78,7 @@ class LeakScanResult(Result):
     nulls: tuple[DecoyNull, ...] = ()
     settings: dict[str, Any] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
+    attributions: tuple[Attribution, ...] = ()
 
     @property
     def top(self) -> NameResult:
@@ -84,6 +88,20 @@ class LeakScanResult(Result):
     def significant_names(self) -> list[str]:
         """Names whose adjusted calibrated p-value is below ``alpha``, in rank order."""
         return [r.name for r in self.rows if r.significant]
+
+    def attributed_names(self) -> list[str]:
+        """The flagged names that their likeness to no other flagged name explains, in
+        rank order (every flagged name when fewer than two were flagged)."""
+        return attributed_names(self.significant_names(), self.attributions)
+
+    def explained_names(self) -> dict[str, list[str]]:
+        """Flagged names set aside: each with the flagged names whose likeness explains it."""
+        kept = set(self.attributed_names())
+        out: dict[str, list[str]] = {}
+        for a in self.attributions:
+            if a.explained and a.name not in kept:
+                out.setdefault(a.name, []).append(a.given)
+        return out
 
     def rank_of(self, name: str) -> int:
         """The rank (1 = first) of ``name``."""
@@ -107,6 +125,12 @@ class LeakScanResult(Result):
                 else "no evidence of memorisation for any name"
             )
         )
+        explained = self.explained_names()
+        if explained:
+            head += (
+                "; flagged, but no evidence beyond the likeness to another flagged name: "
+                + ", ".join(f"{n} ({' or '.join(by)})" for n, by in explained.items())
+            )
         lines = [
             head,
             f"{'rank':>4}  {'name':20s} {'M':>11} {'exposure':>8} {'p':>10} {'p adj':>10} "
@@ -114,6 +138,7 @@ class LeakScanResult(Result):
         ]
         for r in self.rows[:top]:
             mark = " *" if r.significant else ""
+            mark += " (explained)" if r.name in explained else ""
             lines.append(
                 f"{r.rank:4d}  {r.name:20s} {r.m:11.4g} {r.exposure:8.2f} {r.pvalue:10.3g} "
                 f"{r.pvalue_adjusted:10.3g} {r.test_pvalue:12.3g}{mark}"
@@ -132,6 +157,8 @@ class LeakScanResult(Result):
             "settings": self.settings,
             "provenance": self.provenance,
             "significant": self.significant_names(),
+            "attributed": self.attributed_names(),
+            "attributions": [asdict(a) for a in self.attributions],
             "rows": [asdict(r) for r in self.rows],
             "decoys": [
                 {"template": d.template, "texts": list(d.texts), "m": d.m.tolist()}
