@@ -70,6 +70,8 @@ def _bounding(command: str, patients: list[str]) -> str:
         return f"{training} {_options(CALIBRATION)}"
     if "evaluate.json" in command:
         return f"{design} {_options(VALIDATION)}"
+    if "multi_gpu_train.json" in command:  # it keeps the best epoch: validate every epoch
+        return f"{training} {_options(VALIDATION)} --val_interval 1"
     if "configs/train.json" in command:
         return training
     return ""  # prepare, checks, the diagnosis classifier, expert-mask diagnosis
@@ -187,6 +189,98 @@ def test_training_writes_the_model_and_a_resumable_checkpoint(scenario: dict) ->
     without = json.loads((scenario["seg"] / "models/cpu/without_random2_train.json").read_text())
     assert PROVIDER in summary["training_data"]["entries_per_site"]
     assert list(without["training_data"]["entries_per_site"]) == ["random1"]
+
+
+def test_training_logs_to_tensorboard_and_shadows_do_not(scenario: dict) -> None:
+    """Issue 34, item 9: loss and validation Dice reach TensorBoard for the models the
+    documented commands train; the audit's shadow models write no logs."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    logs = scenario["seg"] / "logs"
+    assert {p.name for p in logs.iterdir()} == {"model", "without_random2", "model_ddp"}
+    events = EventAccumulator(str(logs / "model_ddp"))
+    events.Reload()
+    assert {"train_loss", "val_mean_dice"} <= set(events.Tags()["scalars"])
+    summary = json.loads((scenario["seg"] / "models/cpu/model_ddp_train.json").read_text())
+    assert len(events.Scalars("train_loss")) == summary["iterations"]  # one per iteration
+    assert len(events.Scalars("val_mean_dice")) == summary["epochs"]
+
+
+def test_multi_process_training_keeps_the_budget_and_the_best_epoch(scenario: dict) -> None:
+    """The documented torchrun command (2 CPU processes, gloo): each process runs its
+    share of the single-process budget, and the best validation epoch is saved, as a
+    plain state dict of the unwrapped network."""
+    import math
+
+    model = scenario["seg"] / "models" / "cpu" / "model_ddp.pt"
+    summary = json.loads(model.with_name("model_ddp_train.json").read_text())
+    per_process = math.ceil(BUDGET["steps_per_epoch"] * BUDGET["batch_size"] / 2)
+    assert summary["iterations_per_epoch"] == math.ceil(per_process / BUDGET["batch_size"])
+    assert summary["checkpoint"]["selection"] == "best" and summary["checkpoint"]["epoch"] == 1
+    state = torch.load(model, weights_only=True)
+    assert not any(k.startswith("module.") for k in state)
+    single = torch.load(scenario["seg"] / "models" / "cpu" / "model.pt", weights_only=True)
+    assert state.keys() == single.keys()
+
+
+def _validation_dice(log: str) -> dict[int, float]:
+    """Epoch -> validation mean Dice, as the run printed them."""
+    import re
+
+    found = re.findall(r"Epoch\[(\d+)\] Metrics -- val_mean_dice: ([0-9.]+)", log)
+    return {int(e): float(d) for e, d in found}
+
+
+def test_the_best_epoch_is_kept_across_a_resume(scenario: dict, tmp_path: Path) -> None:
+    """``--checkpoint_selection best`` with ``--resume True``: two epochs, stopped, then
+    two more at a learning rate that wrecks the network, so the best epoch is one of the
+    first two by construction. The resumed run must keep that model file untouched and
+    name that epoch; one that forgot the best so far would take epoch 3 or 4."""
+    import hashlib
+
+    seg = tmp_path / "acdc_segmentation"
+    shutil.copytree(scenario["seg"], seg, ignore=shutil.ignore_patterns("cache", "audit", "eval"))
+    command = _command(
+        scenario, "'configs/train.json','configs/cpu.json']\"", "--ckpt_file models/cpu/model.pt"
+    )
+    base = f"{_options(DESIGN)} {_options(SUBSET)} {_options(VALIDATION)} --val_interval 1"
+    budget = {k: v for k, v in BUDGET.items() if k != "epochs"}
+    extra = f"{base} {_options(budget)} --checkpoint_selection best"
+    env, to = scenario["env"], {"models/cpu/model.pt": "models/best/model.pt"}
+    first = check(
+        run_line(command, seg, extra=f"{extra} --epochs 2", replace=to, env=env, timeout=1200)
+    )
+    model = seg / "models" / "best" / "model.pt"
+    before = hashlib.sha256(model.read_bytes()).hexdigest()
+    (seg / "models" / "best" / "model_train.json").unlink()  # stopped before the summary
+    wreck = f"{extra} --epochs 4 --resume True --learning_rate 5.0"
+    second = check(run_line(command, seg, extra=wreck, replace=to, env=env, timeout=1200))
+    dice = {**_validation_dice(first.stdout + first.stderr)}
+    dice.update(_validation_dice(second.stdout + second.stderr))
+    assert sorted(dice) == [1, 2, 3, 4]
+    best = max(dice, key=dice.get)
+    assert best <= 2, dice  # the wrecked epochs are worse by construction
+    summary = json.loads((seg / "models" / "best" / "model_train.json").read_text())
+    assert summary["checkpoint"]["selection"] == "best" and summary["checkpoint"]["epoch"] == best
+    assert summary["checkpoint"]["value"] == pytest.approx(dice[best], abs=1e-4)
+    assert hashlib.sha256(model.read_bytes()).hexdigest() == before
+    # the audit of such a model says it was chosen on the validation patients
+    from monai_forget.bundles.segmentation import warn_if_selected_on_validation
+
+    with pytest.warns(UserWarning, match="best validation epoch"):
+        assert warn_if_selected_on_validation(model)
+    assert not warn_if_selected_on_validation(scenario["seg"] / "models" / "cpu" / "model.pt")
+
+
+def test_checkpoint_selection_is_checked_before_training() -> None:
+    from monai_forget.bundles.segmentation import check_checkpoint_selection
+
+    check_checkpoint_selection("best", 1, 1)
+    check_checkpoint_selection("last", 10, 1)
+    with pytest.raises(ValueError, match="one of"):
+        check_checkpoint_selection("first", 1, 1)
+    with pytest.raises(ValueError, match="val_interval 2 > epochs 1"):
+        check_checkpoint_selection("best", 2, 1)
 
 
 def test_latest_checkpoint_is_the_highest_epoch_saved(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import re
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,11 +31,15 @@ from monai_forget.io import atomic_write
 from monai_forget.segmentation import SCORE_NAMES, LabelledSlices, SegmentationScores, score_model
 
 __all__ = [
+    "CHECKPOINT_SELECTIONS",
+    "BestValidation",
     "BundleShadowTrainer",
     "SegmentationAuditSetup",
+    "check_checkpoint_selection",
     "labelled_slices",
     "latest_checkpoint",
     "split_by_patient",
+    "warn_if_selected_on_validation",
 ]
 
 #: ``CheckpointSaver``'s name for an epoch's checkpoint: ``<prefix>_checkpoint_epoch=<n>.pt``
@@ -58,6 +63,87 @@ def latest_checkpoint(folder: str | os.PathLike) -> str:
             f"no checkpoint to resume from in {folder}; train without --resume True"
         )
     return str(max(found)[1])
+
+
+#: What ``train.json``'s ``checkpoint_selection`` may be: the last epoch (the default, the
+#: design the withdrawal audit's reference models reproduce) or the best validation epoch.
+CHECKPOINT_SELECTIONS = ("last", "best")
+
+
+def check_checkpoint_selection(selection: str, val_interval: int, epochs: int) -> None:
+    """Refuse a ``checkpoint_selection`` the run cannot honour, before it trains.
+
+    Raises:
+        ValueError: an unknown selection, or "best" with no validation in the run.
+    """
+    if selection not in CHECKPOINT_SELECTIONS:
+        raise ValueError(
+            f"checkpoint_selection must be one of {CHECKPOINT_SELECTIONS}, got {selection!r}"
+        )
+    if selection == "best" and int(val_interval) > int(epochs):
+        raise ValueError(
+            f"checkpoint_selection 'best' needs a validation, but val_interval {val_interval} "
+            f"> epochs {epochs}: lower --val_interval or keep the last epoch"
+        )
+
+
+def warn_if_selected_on_validation(ckpt: str | os.PathLike) -> bool:
+    """Warn when ``ckpt``'s training summary (``<stem>_train.json`` beside it) says the
+    model is the best validation epoch; returns whether it warned.
+
+    The withdrawal audit uses the validation patients as known non-members and trains
+    its reference models without validation: a model chosen on those patients is not
+    trained like its references, which pushes the audit toward "forgotten".
+    """
+    summary = Path(ckpt).with_name(Path(ckpt).stem + "_train.json")
+    try:
+        selection = json.loads(summary.read_text())["checkpoint"]["selection"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False  # no summary (a model trained elsewhere): nothing to check
+    if selection != "best":
+        return False
+    warnings.warn(
+        f"{Path(ckpt).name} is the best validation epoch ({summary.name}): it was chosen on "
+        "the validation patients the audit uses as known non-members, and the reference "
+        "models keep their last epoch, so the audit leans toward 'forgotten'; audit a model "
+        "trained with --checkpoint_selection last",
+        UserWarning,
+        stacklevel=2,
+    )
+    return True
+
+
+class BestValidation:
+    """The best validation epoch so far, kept in the resumable checkpoint.
+
+    With ``checkpoint_selection`` "best", ``models/model.pt`` is rewritten whenever the
+    validation Dice improves. A run resumed without this state would take its first
+    validation as the best and overwrite a better model; with it, the key-metric saver
+    and the evaluator's best metric and epoch continue from where the run stopped.
+
+    Args:
+        evaluator: the validation ``SupervisedEvaluator``.
+        saver: the ``CheckpointSaver`` with ``save_key_metric`` that writes the model.
+    """
+
+    def __init__(self, evaluator: Any, saver: Any) -> None:
+        self.evaluator = evaluator
+        # MONAI keeps the key-metric tracking in this ignite Checkpoint; its public route
+        # (key_metric_save_state) would store it inside model.pt itself
+        self.tracking = saver._key_metric_checkpoint
+
+    def state_dict(self) -> dict[str, Any]:
+        state = self.evaluator.state
+        return {
+            "best_metric": float(state.best_metric),
+            "best_metric_epoch": int(state.best_metric_epoch),
+            "saved": self.tracking.state_dict(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.evaluator.state.best_metric = float(state["best_metric"])
+        self.evaluator.state.best_metric_epoch = int(state["best_metric_epoch"])
+        self.tracking.load_state_dict(state["saved"])
 
 
 def split_by_patient(
@@ -177,7 +263,12 @@ class BundleShadowTrainer:
             "ckpt_file": str(ckpt),
             "seed": self.seed,
             "resume": any((self.cache_dir / f"{key}_resume").glob("*.pt")),
+            # shadows keep their last epoch and write no TensorBoard logs (the
+            # evaluator's writer would open its folder even though it never runs)
             "train#validation": [],
+            "train#writers": [],
+            "validate#handlers": [],
+            "checkpoint_selection": "last",
         }
         run(config_file=self.config_files, **settings)
 
@@ -239,6 +330,7 @@ class SegmentationAuditSetup:
         object.__setattr__(self, "provider", str(self.provider))
         object.__setattr__(self, "roi_size", tuple(self.roi_size))
         object.__setattr__(self, "overwrite", bool(self.overwrite))
+        warn_if_selected_on_validation(self.target_ckpt)
 
     @property
     def label(self) -> str:
