@@ -149,3 +149,19 @@ def test_bad_recipe_arguments(digits):
         ShadowTrainer(object())
     with pytest.raises(ValueError, match="empty"):
         ShadowTrainer(RECIPE).train(digits.subset(np.arange(0)))
+
+
+def test_mixed_precision_is_another_design_and_needs_cuda(digits, tmp_path):
+    """Issue 34, item 11: ``amp`` trains with MONAI's mixed precision on a GPU. A recipe
+    without it keeps the name (and so the cache entries) it had before the option; one
+    with it is cached apart; on a CPU it is refused before anything trains."""
+    plain = json.loads(RECIPE.name.split(":", 1)[1])
+    assert "amp" not in plain and plain["network"] == RECIPE.network
+    mixed = SupervisedRecipe.from_dict({**plain, "amp": True})
+    assert mixed.amp and mixed.name != RECIPE.name
+    assert SupervisedRecipe.from_dict(plain).name == RECIPE.name
+    with pytest.raises(ValueError, match="needs a CUDA device"):
+        ShadowTrainer(mixed, cache_dir=tmp_path)
+    with pytest.raises(ValueError, match="needs a CUDA device"):
+        mixed.fit(mixed.build(), digits.subset(np.arange(40)), seed=0, device="cpu")
+    assert not any(tmp_path.iterdir())  # nothing cached

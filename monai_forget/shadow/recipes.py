@@ -77,6 +77,9 @@ class SupervisedRecipe:
         betas: Adam's coefficients (Liu & Tsaftaris 2020 Sec. 4.2 use (0.5, 0.999)).
         momentum: SGD momentum.
         weight_decay: L2 penalty.
+        amp: train with automatic mixed precision (MONAI's ``SupervisedTrainer(amp=True)``:
+            float16 autocast and a gradient scaler); CUDA devices only. A recipe with it is
+            another design (its models are cached apart); scoring stays in float32.
     """
 
     network: str
@@ -89,6 +92,7 @@ class SupervisedRecipe:
     betas: tuple[float, float] = (0.9, 0.999)
     momentum: float = 0.9
     weight_decay: float = 0.0
+    amp: bool = False
 
     def __post_init__(self) -> None:
         if self.optimizer not in ("adam", "sgd"):
@@ -110,10 +114,25 @@ class SupervisedRecipe:
 
     @property
     def name(self) -> str:
-        return "supervised:" + json.dumps(asdict(self), sort_keys=True, default=list)
+        spec = asdict(self)
+        if not self.amp:  # the name recipes had before the option: their caches stay valid
+            del spec["amp"]
+        return "supervised:" + json.dumps(spec, sort_keys=True, default=list)
 
     def build(self) -> nn.Module:
         return get_network(self.network, **dict(self.network_args))
+
+    def check_device(self, device: str | torch.device) -> None:
+        """Refuse a device this recipe cannot train on (mixed precision needs CUDA).
+
+        Raises:
+            ValueError: ``amp`` on a device that is not CUDA.
+        """
+        if self.amp and torch.device(device).type != "cuda":
+            raise ValueError(
+                f"the recipe trains with mixed precision (amp), which needs a CUDA device, "
+                f'not {device}: train on cuda:N, or drop "amp" from the recipe'
+            )
 
     def _optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
         params = model.parameters()
@@ -130,6 +149,7 @@ class SupervisedRecipe:
     ) -> None:
         from monai.engines import SupervisedTrainer
 
+        self.check_device(device)
         dataset = data.to_dataset()
         generator = torch.Generator().manual_seed(seed)
         epochs = self.epochs
@@ -151,6 +171,7 @@ class SupervisedRecipe:
             network=model.to(device),
             optimizer=self._optimizer(model),
             loss_function=nn.CrossEntropyLoss(),
+            amp=self.amp,
         )
         _attach_progress(trainer)
         trainer.run()

@@ -91,6 +91,9 @@ class ShadowTrainer:
             raise ValueError(f"threads must be a positive integer or None, got {threads}")
         self.recipe = recipe
         self.device = torch.device(device)
+        check_device = getattr(recipe, "check_device", None)
+        if check_device is not None:  # refused now, not after the first model's data
+            check_device(self.device)
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.threads = threads
         self.progress = progress
