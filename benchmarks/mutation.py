@@ -449,6 +449,56 @@ MUTANTS = (
         '{s: "" for s in sites}',
         ("tests/test_fl_export.py",),
     ),
+    # the leak scan's attribution of several flags and its report (memorisation/)
+    Mutant(
+        "attribution: decoys less like the other name",
+        "monai_forget/memorisation/attribution.py",
+        "near = likeness(drawn, given, scale) >= likeness([name], given, scale)[0]",
+        "near = likeness(drawn, given, scale) <= likeness([name], given, scale)[0]",
+        ("tests/test_leak_attribution.py",),
+    ),
+    Mutant(
+        "attribution: ties counted for the name",
+        "monai_forget/memorisation/attribution.py",
+        "p = (1 + int(np.sum(m[1:] >= m[0]))) / (1 + len(texts))",
+        "p = (1 + int(np.sum(m[1:] > m[0]))) / (1 + len(texts))",
+        ("tests/test_leak_attribution.py",),
+    ),
+    Mutant(
+        "attribution: an untested pair explains",
+        "monai_forget/memorisation/attribution.py",
+        "explained = p_adj is not None and p_adj >= alpha",
+        "explained = p_adj is None or p_adj >= alpha",
+        ("tests/test_leak_attribution.py",),
+    ),
+    Mutant(
+        "attribution: every flag can be set aside",
+        "monai_forget/memorisation/attribution.py",
+        "return kept or list(flagged)",
+        "return kept",
+        ("tests/test_leak_attribution.py",),
+    ),
+    Mutant(
+        "leak report: a series found in half the runs is not found",
+        "monai_forget/memorisation/report.py",
+        'if cell["images"] is None and rate >= FOUND_SHARE:',
+        'if cell["images"] is None and rate > FOUND_SHARE:',
+        ("tests/test_memorisation_scan.py",),
+    ),
+    Mutant(
+        "segmentation bundle: the best epoch so far forgotten on resume",
+        "monai_forget/bundles/segmentation.py",
+        '        self.tracking.load_state_dict(state["saved"])',
+        "        return",
+        ("tests/test_segmentation_bundle.py",),
+    ),
+    Mutant(
+        "recipe: mixed precision allowed off CUDA",
+        "monai_forget/shadow/recipes.py",
+        'if self.amp and torch.device(device).type != "cuda":',
+        "if False:",
+        ("tests/test_shadow.py",),
+    ),
 )
 
 
