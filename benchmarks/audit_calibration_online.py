@@ -75,6 +75,39 @@ ONLINE_A = 1.0
 SAME = [("same", share, size) for share in SHARES for size in SIZES]
 
 
+def _with_references(
+    run: dict[str, np.ndarray],
+    dataset: str,
+    sets: list,
+    seeds: list,
+    out: Path,
+    seconds_key: str,
+    **changes: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """``run`` with its reference models' outputs replaced by models trained on ``sets``
+    (the targets' rows kept), the training time under ``seconds_key`` and ``changes``
+    applied; saved to ``out``."""
+    recipe, a, b = sources(dataset)
+    trainer = ShadowTrainer(recipe, cache_dir=out.parents[1])
+    start = time.perf_counter()
+    refs = [trainer.train(d, seed=s) for d, s in zip(sets, seeds, strict=True)]
+    result = {**run, **changes, seconds_key: np.array(time.perf_counter() - start)}
+    for source, data in (("a", a), ("b", b)):
+        result[f"probs_{source}"] = np.concatenate(
+            [run[f"probs_{source}"][:2], np.stack([predict(m, data).probs for m in refs])]
+        )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(out, **result)
+    return result
+
+
+def _load(out: Path) -> dict[str, np.ndarray] | None:
+    if not out.is_file():
+        return None
+    with np.load(out) as z:
+        return {k: z[k] for k in z.files}
+
+
 def online_training(
     dataset: str, seed: int, cache: Path, references: int, site: bool = False
 ) -> dict[str, np.ndarray]:
@@ -83,29 +116,17 @@ def online_training(
     ``<cache>/outputs/<dataset>_<seed>_<references>_online[_site].npz``."""
     suffix = "_online_site" if site else "_online"
     out = cache / "outputs" / f"{dataset}_{seed}_{references}{suffix}.npz"
-    if out.is_file():
-        with np.load(out) as z:
-            return {k: z[k] for k in z.files}
+    cached = _load(out)
+    if cached is not None:
+        return cached
     run = training(dataset, seed, cache, references)
     recipe, a, b = sources(dataset)
     auditor = ReferenceModelAuditor(
         recipe=recipe, n_references=references, setting="online", seed=seed + 1000
     )
     sets, seeds = auditor.reference_sets(concat(a, b) if site else a)
-    trainer = ShadowTrainer(recipe, cache_dir=cache)
     log(f"{dataset} seed {seed}: training {references} online reference models{suffix[7:]}")
-    start = time.perf_counter()
-    refs = [trainer.train(d, seed=s) for d, s in zip(sets, seeds, strict=True)]
-    seconds = time.perf_counter() - start
-    result = dict(run)
-    for source, data in (("a", a), ("b", b)):
-        result[f"probs_{source}"] = np.concatenate(
-            [run[f"probs_{source}"][:2], np.stack([predict(m, data).probs for m in refs])]
-        )
-    result["online_seconds"] = np.array(seconds)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(out, **result)
-    return result
+    return _with_references(run, dataset, sets, seeds, out, "online_seconds")
 
 
 def offline_site_training(
@@ -117,29 +138,19 @@ def offline_site_training(
     remembered samples come from the other half), cached as
     ``<cache>/outputs/<dataset>_<seed>_<references>_offline_site.npz``."""
     out = cache / "outputs" / f"{dataset}_{seed}_{references}_offline_site.npz"
-    if out.is_file():
-        with np.load(out) as z:
-            return {k: z[k] for k in z.files}
+    cached = _load(out)
+    if cached is not None:
+        return cached
     run = training(dataset, seed, cache, references)
-    recipe, a, b = sources(dataset)
+    _, a, b = sources(dataset)
     order = np.random.default_rng([seed, 11]).permutation(run["b_train"])
     given, drawn = order[: len(order) // 2], order[len(order) // 2 :]
     population = concat(a.subset(run["role_population"]), b.subset(given))
     sets, seeds = reference_jobs(population, range(references), 0.5, seed + 1000)
-    trainer = ShadowTrainer(recipe, cache_dir=cache)
     log(f"{dataset} seed {seed}: training {references} offline reference models with the site")
-    start = time.perf_counter()
-    refs = [trainer.train(d, seed=s) for d, s in zip(sets, seeds, strict=True)]
-    seconds = time.perf_counter() - start
-    result = {**run, "b_train": drawn, "b_reference": given}
-    for source, data in (("a", a), ("b", b)):
-        result[f"probs_{source}"] = np.concatenate(
-            [run[f"probs_{source}"][:2], np.stack([predict(m, data).probs for m in refs])]
-        )
-    result["offline_site_seconds"] = np.array(seconds)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(out, **result)
-    return result
+    return _with_references(
+        run, dataset, sets, seeds, out, "offline_site_seconds", b_train=drawn, b_reference=given
+    )
 
 
 def offline_site_cells(dataset: str, seed: int, args: argparse.Namespace) -> dict[str, dict]:
