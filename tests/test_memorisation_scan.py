@@ -219,13 +219,15 @@ def test_report_is_written_atomically_and_not_overwritten(probes, tmp_path):
     # caution and the false-alarm rate measured for its configuration (BH, alpha 0.05).
     assert "evidence of memorisation" in page and "memorised" not in page
     assert "not proof" in page and "not proof of absence" in page
-    (measured,) = [
+    measured = [
         r
         for r in MEASURED_FALSE_ALARMS
         if r["correction"] == "bh" and not r["references"] and r["decoy_source"] == "letters"
     ]
-    assert f"{measured['flagged']} of {measured['scans']} control scans" in page
-    assert record["measured_false_alarms"] == [measured]
+    assert {r["data"].split()[0] for r in measured} == {"MNIST", "PneumoniaMNIST"}
+    for r in measured:
+        assert f"{r['flagged']} of {r['scans']} control scans" in page
+    assert record["measured_false_alarms"] == measured
     # ... and the detection curve measured for this kind of scan (letters, BH, 0.05)
     curve = [r for r in MEASURED_DETECTION if r["decoy_source"] == "letters"]
     assert record["measured_detection"] == curve and curve
