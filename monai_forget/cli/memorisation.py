@@ -153,8 +153,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     scan.add_argument(
         "--no-attribution",
-        dest="attribution",
-        action="store_false",
+        action="store_true",
         help="keep every flagged name as flagged (by default, when several are flagged, "
         "each is tested against its likeness to the others, and names explained by "
         "another's likeness are set aside)",
@@ -288,7 +287,7 @@ def run(args: argparse.Namespace) -> int:
         correction=args.correction,
         alpha=args.alpha,
         decoy_source=args.decoys_from,
-        attribution=args.attribution,
+        attribution=not args.no_attribution,
         **_options(args),
     )
     result = leak_scan(
