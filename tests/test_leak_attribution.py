@@ -34,6 +34,9 @@ def test_likeness_is_the_cosine_of_the_rendered_ink():
     for a, b in (("ERIC", "KATE"), ("KAT", "KATE"), ("KATE", "KAT"), ("BOB", "KATE")):
         assert likeness([a], b)[0] == pytest.approx(_cosine_by_hand(a, b), abs=1e-6)
     assert likeness([LEAKED], LEAKED)[0] == pytest.approx(1.0)
+    # texts of several lengths at once, each as alone
+    mixed = likeness(["KAT", "ERIC", "BO"], LEAKED)
+    assert mixed == pytest.approx([_cosine_by_hand(t, LEAKED) for t in ("KAT", "ERIC", "BO")])
     # a text that shares no ink position with the other is at 0
     assert likeness(["I"], "L")[0] < likeness(["E"], "F")[0]
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from monai_forget.canary.render import render_text
+from monai_forget.canary.render import render_text, text_shape
 from monai_forget.memorisation.decoys import draw_decoys
 from monai_forget.stats import benjamini_hochberg, bonferroni
 
@@ -90,9 +90,9 @@ def _ink(texts: Sequence[str], scale: int, shape: tuple[int, int]) -> np.ndarray
 
 
 def likeness(texts: Sequence[str], other: str, scale: int = 1) -> np.ndarray:
-    """Cosine of each text's rendered ink with ``other``'s, aligned at the stamp origin."""
-    masks = [render_text(t, scale).shape for t in [*texts[:1], other]]
-    shape = (max(m[0] for m in masks), max(m[1] for m in masks))
+    """Cosine of each text's rendered ink with ``other``'s, aligned at the stamp origin
+    (texts of any lengths: each is padded on the right to the longest)."""
+    shape = text_shape(max(len(t) for t in [*texts, other]), scale)
     a, b = _ink(texts, scale, shape), _ink([other], scale, shape)[0]
     norms = np.sqrt(a.sum(axis=1) * b.sum())
     return np.divide(a @ b, norms, out=np.zeros(len(texts)), where=norms > 0)
