@@ -21,9 +21,16 @@ a Kolmogorov-Smirnov test of all of them against the uniform distribution, the n
 whose p <= 0.05 most often, and the share of scans flagging any name (BH at 0.05 over the
 roster), each with a 95 % Wilson interval.
 
-Run::
+``--control-cells`` gives the data sets and networks of the control models (``--controls``
+models each). Series scans that flag several names also test each against its likeness
+to the others (:mod:`monai_forget.memorisation.attribution`); the report counts the
+other names flagged before and after.
 
-    python benchmarks/leak_scan_name_decoys.py --controls 40 \
+Run (the results file's command; models and scans are cached under ``--cache``)::
+
+    python benchmarks/leak_scan_name_decoys.py --controls 100 \
+        --control-cells mnist:mlp-1 pneumoniamnist:mlp-1 \
+        --cells mnist:mlp-1 pneumoniamnist:mlp-1 --reps 20 5 --series 1 3 10 30 \
         --out benchmarks/results/leak_scan_name_decoys.md
 """
 
