@@ -493,6 +493,13 @@ MUTANTS = (
         ("tests/test_segmentation_bundle.py",),
     ),
     Mutant(
+        "segmentation audit: a share bound without a significant member lead (bundle run)",
+        "monai_forget/audit/remembered_share.py",
+        "        if d <= 0 or quad <= 0:\n            return ShareBound(estimate, math.inf, alpha)",
+        "        if d <= 0:\n            return ShareBound(estimate, math.inf, alpha)",
+        ("tests/test_segmentation_bundle.py",),
+    ),
+    Mutant(
         "recipe: mixed precision allowed off CUDA",
         "monai_forget/shadow/recipes.py",
         'if self.amp and torch.device(device).type != "cuda":',

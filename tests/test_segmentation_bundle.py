@@ -438,15 +438,20 @@ def test_audit_shadows_have_the_audited_design_and_are_reused(scenario: dict) ->
 def test_reference_model_audit_of_a_provider(scenario: dict, folder: str) -> None:
     """audit.json's reference-model audit, by patient: D_Q, the scored known members and
     non-members are disjoint sets of patients; the written decision and p-value are
-    reproduced from the written reference and the target's per-patient logits; the
-    model trained with the provider is never called forgotten.
+    reproduced from the written reference and the target's per-patient logits.
 
-    The retrained model's decision is not asserted: these models take 3 steps, their
-    logits differ from the reference models' by about 1e-3, and one seeded draw of a
-    test at alpha 0.05 may be a false alarm (with the paired reference models it was:
-    p 0.0068 on 10 + 10 + 10 patients). The false-alarm rates are measured over many
-    draws on real data in benchmarks/results/acdc_pipeline.md and over trainings in
-    acdc_audit_calibration.md."""
+    These models take 3 steps: none of them can have memorised a patient, so the data
+    cannot support a decision either way, and the right answer for both models is
+    "inconclusive" for want of a measurable member effect, with no share excluded and
+    no size of any set that would give "forgotten" power. That is what is asserted.
+
+    A test with the power to get both models right (the trained-with model "not
+    forgotten", the retrained one "forgotten") does not fit CI: with 10 training and 10
+    held-out patients, 4 reference models and 1,000 steps (70 s a model, 7.4 min for the
+    6 models on one core), the known members' per-patient AUC was 0.43-0.80 and all 16
+    audits inconclusive (4 scores, 2 learning rates; docs/reference_auditor.md). The
+    decision rates of models with the power (the cpu profile, per-patient AUC 0.80) are
+    measured over 5 trainings in benchmarks/results/acdc_audit_calibration.md."""
     from monai_forget.audit import RefModelReference
 
     out = scenario["seg"] / "audit" / folder
@@ -466,8 +471,12 @@ def test_reference_model_audit_of_a_provider(scenario: dict, folder: str) -> Non
     again = reference.audit(target, seed=0)
     assert saved["statistic"] == pytest.approx(again.statistic)
     assert saved["decision"] == again.decision
-    if folder == PROVIDER:
-        assert saved["decision"] != "forgotten", saved["details"]
+    details = saved["details"]
+    assert saved["decision"] == "inconclusive", details
+    assert "the known members score no measurably higher" in details["reason"], details
+    assert details["member_effect_low"] <= 0 and details["remembered_share_upper"] == "inf"
+    assert details["power_forgotten"] < 0.5
+    assert set(details["needed_sizes"].values()) == {"inf"}, details["needed_sizes"]
     assert (out / "refmodel_report.html").is_file()
 
 
