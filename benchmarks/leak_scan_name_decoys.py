@@ -74,19 +74,27 @@ def control_model(rep: int, cell: str = DEFAULT_CELL):
     return ufm.trained(key, arch, split, split.train, ufm.STATE["seed"] + 200 + rep)[0]
 
 
-def series_model(series: int, rep: int, cell: str = DEFAULT_CELL):
-    """``cell``'s network (``data:arch``, e.g. ``mnist:mlp-1``) trained with a 4-letter
-    roster name on ``series`` images of one class."""
-    seed = ufm.STATE["seed"]
-    data, arch = cell.split(":")
-    split = ufm.STATE["splits"][data]
-    rng = np.random.default_rng([seed, 600, series, rep])
+def series_data(series: int, rep: int, cell: str = DEFAULT_CELL):
+    """``cell``'s training images with a 4-letter roster name burned into ``series`` images
+    of one class: ``(training images, name, indices of the named images)``."""
+    split = ufm.STATE["splits"][cell.split(":")[0]]
+    rng = np.random.default_rng([ufm.STATE["seed"], 600, series, rep])
     name = str(rng.choice([n for n in ufm.ROSTER if len(n) == 4]))
     label = int(rng.integers(split.num_classes))
     images = rng.choice(np.flatnonzero(split.train.labels == label), series, replace=False)
     train, feature = split.train, UniqueFeature.from_text(name, (1, 1), 1, 1.0)
     for index in images:
         train = inject_feature(train, int(index), feature)
+    return train, name, images
+
+
+def series_model(series: int, rep: int, cell: str = DEFAULT_CELL):
+    """``cell``'s network (``data:arch``, e.g. ``mnist:mlp-1``) trained with a 4-letter
+    roster name on ``series`` images of one class (:func:`series_data`)."""
+    seed = ufm.STATE["seed"]
+    data, arch = cell.split(":")
+    split = ufm.STATE["splits"][data]
+    train, name, _ = series_data(series, rep, cell)
     # the first cell keeps the keys its models were cached under
     where = "" if cell == DEFAULT_CELL else f"{data}/{arch}/"
     key = f"namedecoys/{where}series{series}/{rep}"

@@ -1,0 +1,239 @@
+"""Leak scan with reference models a hospital can build: trained on halves of its own
+patients, each name judged against the references that never saw its patient's images.
+
+Issue 36, item 5. The reference models of ``leak_scan_references.py`` were trained on the
+training images without the name, which a hospital cannot build: it does not know which
+images carry a name. What it does know is which images belong to which patient, and which
+patient each roster name is. So (ours; LiRA's offline design, Carlini et al. 2022, with
+the patient as the unit): ``--references`` models of the audited design are trained in
+pairs on the two halves of the patients (a new split per pair), every name's patient is
+left out of one model of each pair, and each name's statistic
+(:func:`~monai_forget.memorisation.reference_scan.relative_to_references`) is taken
+against the models that never saw its patient's images, its decoys against the same
+models. If the name was burned into its patient's series, those models never saw it.
+
+The data are ``leak_scan_name_decoys.py``'s (MLP-1 on MNIST, the 50-name roster, a
+4-letter name burned into ``--series`` training images of one class: the patient's
+series; its models come from that script's cache). Every other training image is a
+patient of its own; every other roster name is the patient of one of them, drawn per
+run. Control models (no name anywhere) are scanned the same way, with one set of
+reference models on halves of the clean images. One decoy draw (the product default:
+random letters) serves every model; BH at 0.05 over the 50 names. Three arms: decoys
+only (the scan's default), every reference for every name (what ``leak_scan(...,
+references=...)`` computes when given these models: half of them saw the leaked series),
+and each name against the references that never saw its patient.
+
+Run::
+
+    python benchmarks/leak_scan_patient_references.py --cache /work/scratch/s7/ufm \\
+        --series 10 30 --reps 10 --controls 100 --references 8 \\
+        --out benchmarks/results/leak_scan_patient_references.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import leak_scan_name_decoys as lsnd
+import unique_feature_memorisation as ufm
+from _markdown import log, say, write
+from leak_scan_references import outcome, pvalues
+
+from monai_forget.memorisation import LeakScanConfig, leak_scan
+from monai_forget.memorisation.decoys import decoy_template, decoy_test
+from monai_forget.memorisation.reference_scan import relative_to_references
+
+ARCH = "mlp-1"
+ARMS = ("decoys only", "every reference for every name", "patient references")
+
+
+def m_vector(key: str, build, decoy_seed: int) -> dict:
+    """A model's M on every text (names, then decoys), from the store or scanned."""
+    store = ufm.STATE["store"]
+    record = store.get(key)
+    if record is None or record["decoy_seed"] != decoy_seed:
+        model = build()
+        split = ufm.STATE["splits"]["mnist"]
+        res = leak_scan(model, split.probes, ufm.ROSTER, LeakScanConfig(decoy_seed=decoy_seed))
+        by_name = {r.name: r.m for r in res.rows}
+        texts = list(ufm.ROSTER) + [t for n in res.nulls for t in n.texts]
+        m = [by_name[n] for n in ufm.ROSTER] + [float(v) for n in res.nulls for v in n.m]
+        record = {"texts": texts, "m": m, "decoy_seed": decoy_seed}
+        store.put(key, record)
+    return record
+
+
+def patient_halves(patients: np.ndarray, pairs: int, seed: object) -> list[np.ndarray]:
+    """Per reference model, a boolean mask over the patients it trains on: pair j's two
+    models take the two halves of one random split."""
+    rng = np.random.default_rng(seed)
+    unique = np.unique(patients)
+    masks = []
+    for _ in range(pairs):
+        first = rng.permutation(unique)[: len(unique) // 2]
+        inside = np.isin(patients, first)
+        masks += [inside, ~inside]
+    return masks
+
+
+def references(key: str, train, patients: np.ndarray, count: int, decoy_seed: int) -> tuple:
+    """Train (or load) the reference models on the patient halves and scan them:
+    ``(masks over the images, M vectors)``."""
+    split, seed = ufm.STATE["splits"]["mnist"], ufm.STATE["seed"]
+    masks = patient_halves(patients, count // 2, [seed, 700, *map(ord, key)])
+    vectors = []
+    for k, mask in enumerate(masks):
+        log(f"  {key} reference {k + 1}/{count}")
+
+        def build(k=k, mask=mask):
+            data = train.subset(np.flatnonzero(mask))
+            return ufm.trained(f"{key}/model/{k}", ARCH, split, data, seed + 700 + k)[0]
+
+        vectors.append(np.array(m_vector(f"{key}/scan/{k}", build, decoy_seed)["m"]))
+    return masks, vectors
+
+
+def judged(m: np.ndarray, texts: list[str], refs: list[np.ndarray], out_of: list[list[int]]):
+    """Each name's statistic and p-value against the references that never saw its
+    patient (``out_of[i]``), its decoys against the same references."""
+    n = len(ufm.ROSTER)
+    kinds = np.array([decoy_template(t) for t in texts])
+    stat, p = np.empty(n), np.empty(n)
+    cache: dict[tuple[int, ...], np.ndarray] = {}
+    for i in range(n):
+        key = tuple(out_of[i])
+        if key not in cache:
+            cache[key] = relative_to_references(m, [refs[k] for k in key], texts, n)[0]
+        s = cache[key]
+        stat[i] = s[i]
+        p[i] = decoy_test(s[i], s[n:][kinds[n:] == kinds[i]]).pvalue
+    return stat, p
+
+
+def run_case(m: np.ndarray, texts, refs, masks, owner: list[np.ndarray], name, alpha) -> dict:
+    """Decoys only and with the patient references, for one scanned model."""
+    out_of = [[k for k, mask in enumerate(masks) if not mask[own].any()] for own in owner]
+    stat, p = judged(m, texts, refs, out_of)
+    every, _ = relative_to_references(m, refs, texts, len(ufm.ROSTER))
+    return {
+        "decoys only": outcome(pvalues(m, texts), m, name, alpha),
+        "every reference for every name": outcome(pvalues(every, texts), every, name, alpha),
+        "patient references": outcome(p, stat, name, alpha),
+    }
+
+
+def owners(n_images: int, series: np.ndarray | None, name: str | None, seed: object):
+    """Patients of the training images (the series is one patient, every other image its
+    own) and, per roster name, the images of its patient."""
+    patients = np.arange(n_images)
+    if series is not None:
+        patients[series] = series[0]
+    rng = np.random.default_rng(seed)
+    singles = np.setdiff1d(np.arange(n_images), series if series is not None else [])
+    drawn = rng.choice(singles, len(ufm.ROSTER), replace=False)
+    owner = [
+        np.asarray(series) if n == name else np.array([int(d)])
+        for n, d in zip(ufm.ROSTER, drawn, strict=True)
+    ]
+    return patients, owner
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ufm.add_scan_options(parser)
+    parser.add_argument(
+        "--series", type=int, nargs="+", default=[10], help="images carrying the name"
+    )
+    parser.add_argument("--reps", type=int, default=10, help="series models per count")
+    parser.add_argument("--controls", type=int, default=20, help="control models (no name)")
+    parser.add_argument("--references", type=int, default=8, help="an even number")
+    parser.add_argument("--decoy-seed", type=int, default=7)
+    args = parser.parse_args()
+    if args.references < 4 or args.references % 2:
+        parser.error("--references: an even number of at least 4 (pairs)")
+    start = time.perf_counter()
+    ufm.init_cached(args)
+    alpha, seed = ufm.FULL.alpha, args.seed
+    clean = ufm.STATE["splits"]["mnist"].train
+    rows = {"series": {count: [] for count in args.series}, "control": []}
+    for count, rep in ((c, r) for c in args.series for r in range(args.reps)):
+        train, name, series = lsnd.series_data(count, rep)
+        key = f"patientrefs/series{count}/{rep}"
+        patients, owner = owners(len(train), series, name, [seed, 710, count, rep])
+        masks, refs = references(key, train, patients, args.references, args.decoy_seed)
+        target = m_vector(
+            f"{key}/scan/target",
+            lambda count=count, rep=rep: lsnd.series_model(count, rep)[0],
+            args.decoy_seed,
+        )
+        case = run_case(np.array(target["m"]), target["texts"], refs, masks, owner, name, alpha)
+        rows["series"][count].append((name, case))
+        log(f"series {count} rep {rep} {name}: {case}")
+    patients = np.arange(len(clean))
+    masks, refs = references("patientrefs/clean", clean, patients, args.references, args.decoy_seed)
+    for rep in range(args.controls):
+        _, owner = owners(len(clean), None, None, [seed, 720, rep])
+        target = m_vector(
+            f"patientrefs/control/{rep}/scan",
+            lambda rep=rep: lsnd.control_model(rep),
+            args.decoy_seed,
+        )
+        case = run_case(np.array(target["m"]), target["texts"], refs, masks, owner, None, alpha)
+        rows["control"].append((None, case))
+        log(f"control {rep}: {case}")
+    report(rows, args, time.perf_counter() - start)
+    return 0
+
+
+def rate(k: int, of: list) -> str:
+    """``k`` of the runs ``of``, with its Wilson interval ("-" when there are none)."""
+    return lsnd.wilson(k, len(of)) if of else "-"
+
+
+def report(rows: dict, args: argparse.Namespace, seconds: float) -> None:
+    say("### Leak scan with reference models trained on halves of the patients (MLP-1, MNIST)")
+    say()
+    say(
+        f"`python benchmarks/leak_scan_patient_references.py --series "
+        f"{' '.join(map(str, args.series))} --reps {args.reps} --controls {args.controls} "
+        f"--references {args.references} --decoy-seed {args.decoy_seed}`; seed {args.seed}; "
+        "the name on a series of images of one class (the models of "
+        "`leak_scan_name_decoys.py`), every other image a patient of its own; "
+        f"{args.references} reference models in pairs on patient halves, "
+        f"{args.references // 2} per name (those that never saw its patient); 1,000 "
+        "random-letter decoys per name length, one draw for every model; BH at 0.05 over "
+        "the 50 names; 95 % Wilson intervals."
+    )
+    say()
+    say(
+        "| series | arm | leaked name flagged | leaked name ranked 1st | another roster name "
+        "flagged (before attribution) |"
+    )
+    say("|---|---|---|---|---|")
+    for count, series in rows["series"].items():
+        for arm in ARMS:
+            found = sum(name in c[arm]["flagged"] for name, c in series)
+            first = sum(c[arm]["rank"] == 1 for _, c in series)
+            other = sum(any(f != name for f in c[arm]["flagged"]) for name, c in series)
+            cells = [rate(k, series) for k in (found, first, other)]
+            say(f"| {count} | {arm} | " + " | ".join(cells) + " |")
+    say()
+    controls = rows["control"]
+    say("| arm | control models (no name): any name flagged |")
+    say("|---|---|")
+    for arm in ARMS:
+        say(f"| {arm} | {rate(sum(bool(c[arm]['flagged']) for _, c in controls), controls)} |")
+    say()
+    say(f"Wall time of this invocation: {seconds / 60:.1f} min (2 shared cores, one thread).")
+    if args.out:
+        write(args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
