@@ -117,7 +117,7 @@ def judged(m: np.ndarray, texts: list[str], refs: list[np.ndarray], out_of: list
 
 
 def run_case(m: np.ndarray, texts, refs, masks, owner: list[np.ndarray], name, alpha) -> dict:
-    """Decoys only and with the patient references, for one scanned model."""
+    """One scanned model's outcome in each of :data:`ARMS`."""
     out_of = [[k for k, mask in enumerate(masks) if not mask[own].any()] for own in owner]
     stat, p = judged(m, texts, refs, out_of)
     every, _ = relative_to_references(m, refs, texts, len(ufm.ROSTER))
