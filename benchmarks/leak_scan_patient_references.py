@@ -43,9 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import leak_scan_name_decoys as lsnd
 import unique_feature_memorisation as ufm
 from _markdown import log, say, write
-from leak_scan_references import outcome, pvalues
+from leak_scan_references import outcome, pvalues, scanned
 
-from monai_forget.memorisation import LeakScanConfig, leak_scan
+from monai_forget.memorisation import LeakScanConfig
 from monai_forget.memorisation.decoys import decoy_template, decoy_test
 from monai_forget.memorisation.reference_scan import relative_to_references
 
@@ -54,19 +54,9 @@ ARMS = ("decoys only", "every reference for every name", "patient references")
 
 
 def m_vector(key: str, build, decoy_seed: int) -> dict:
-    """A model's M on every text (names, then decoys), from the store or scanned."""
-    store = ufm.STATE["store"]
-    record = store.get(key)
-    if record is None or record["decoy_seed"] != decoy_seed:
-        model = build()
-        split = ufm.STATE["splits"]["mnist"]
-        res = leak_scan(model, split.probes, ufm.ROSTER, LeakScanConfig(decoy_seed=decoy_seed))
-        by_name = {r.name: r.m for r in res.rows}
-        texts = list(ufm.ROSTER) + [t for n in res.nulls for t in n.texts]
-        m = [by_name[n] for n in ufm.ROSTER] + [float(v) for n in res.nulls for v in n.m]
-        record = {"texts": texts, "m": m, "decoy_seed": decoy_seed}
-        store.put(key, record)
-    return record
+    """A model's M on every text (names, then decoys), from the store or scanned
+    (``leak_scan_references.scanned`` with the scan's default seed of random controls)."""
+    return scanned(key, lambda: (build(), None), decoy_seed, LeakScanConfig().seed)
 
 
 def patient_halves(patients: np.ndarray, pairs: int, seed: object) -> list[np.ndarray]:
@@ -225,6 +215,13 @@ def report(rows: dict, args: argparse.Namespace, seconds: float) -> None:
             say(f"| {count} | {arm} | " + " | ".join(cells) + " |")
     say()
     controls = rows["control"]
+    say(
+        "The control models all train on the same clean images, so they share one set of "
+        f"{args.references} reference models: their rate is measured over {len(controls)} "
+        "trainings of the audited model but one set of references. Each series model has "
+        "its own references."
+    )
+    say()
     say("| arm | control models (no name): any name flagged |")
     say("|---|---|")
     for arm in ARMS:
