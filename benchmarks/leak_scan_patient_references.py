@@ -21,7 +21,9 @@ reference models on halves of the clean images. One decoy draw (the product defa
 random letters) serves every model; BH at 0.05 over the 50 names. Three arms: decoys
 only (the scan's default), every reference for every name (what ``leak_scan(...,
 references=...)`` computes when given these models: half of them saw the leaked series),
-and each name against the references that never saw its patient.
+and each name against the references that never saw its patient (what ``leak_scan(...,
+reference_patients=...)`` computes: the script calls the same functions,
+``unseen_references`` and ``relative_to_each_set``, on the cached M of each model).
 
 Run::
 
@@ -47,7 +49,8 @@ from leak_scan_references import outcome, pvalues, scanned
 
 from monai_forget.memorisation import LeakScanConfig
 from monai_forget.memorisation.decoys import decoy_template, decoy_test
-from monai_forget.memorisation.reference_scan import relative_to_references
+from monai_forget.memorisation.patient_references import unseen_references
+from monai_forget.memorisation.reference_scan import relative_to_each_set, relative_to_references
 
 ARCH = "mlp-1"
 ARMS = ("decoys only", "every reference for every name", "patient references")
@@ -95,20 +98,20 @@ def judged(m: np.ndarray, texts: list[str], refs: list[np.ndarray], out_of: list
     n = len(ufm.ROSTER)
     kinds = np.array([decoy_template(t) for t in texts])
     stat, p = np.empty(n), np.empty(n)
-    cache: dict[tuple[int, ...], np.ndarray] = {}
+    sets = [tuple(o) for o in out_of]
+    by_set = relative_to_each_set(m, refs, texts, n, sets)  # what leak_scan computes
     for i in range(n):
-        key = tuple(out_of[i])
-        if key not in cache:
-            cache[key] = relative_to_references(m, [refs[k] for k in key], texts, n)[0]
-        s = cache[key]
+        s = by_set[sets[i]][0]
         stat[i] = s[i]
         p[i] = decoy_test(s[i], s[n:][kinds[n:] == kinds[i]]).pvalue
     return stat, p
 
 
-def run_case(m: np.ndarray, texts, refs, masks, owner: list[np.ndarray], name, alpha) -> dict:
+def run_case(m: np.ndarray, texts, refs, masks, patients, owner, name, alpha) -> dict:
     """One scanned model's outcome in each of :data:`ARMS`."""
-    out_of = [[k for k, mask in enumerate(masks) if not mask[own].any()] for own in owner]
+    seen = [set(patients[mask].tolist()) for mask in masks]
+    name_patients = [patients[own[0]] for own in owner]
+    out_of = unseen_references(ufm.ROSTER, name_patients, seen)  # what leak_scan computes
     stat, p = judged(m, texts, refs, out_of)
     every, _ = relative_to_references(m, refs, texts, len(ufm.ROSTER))
     return {
@@ -162,7 +165,8 @@ def main() -> int:
             lambda count=count, rep=rep: lsnd.series_model(count, rep)[0],
             args.decoy_seed,
         )
-        case = run_case(np.array(target["m"]), target["texts"], refs, masks, owner, name, alpha)
+        m = np.array(target["m"])
+        case = run_case(m, target["texts"], refs, masks, patients, owner, name, alpha)
         rows["series"][count].append((name, case))
         log(f"series {count} rep {rep} {name}: {case}")
     patients = np.arange(len(clean))
@@ -174,7 +178,8 @@ def main() -> int:
             lambda rep=rep: lsnd.control_model(rep),
             args.decoy_seed,
         )
-        case = run_case(np.array(target["m"]), target["texts"], refs, masks, owner, None, alpha)
+        m = np.array(target["m"])
+        case = run_case(m, target["texts"], refs, masks, patients, owner, None, alpha)
         rows["control"].append((None, case))
         log(f"control {rep}: {case}")
     report(rows, args, time.perf_counter() - start)
@@ -202,16 +207,17 @@ def report(rows: dict, args: argparse.Namespace, seconds: float) -> None:
     )
     say()
     say(
-        "| series | arm | leaked name flagged | leaked name ranked 1st | another roster name "
-        "flagged (before attribution) |"
+        "| series | arm | leaked name flagged | leaked name ranked 1st | found (flagged and "
+        "ranked 1st) | another roster name flagged (before attribution) |"
     )
-    say("|---|---|---|---|---|")
+    say("|---|---|---|---|---|---|")
     for count, series in rows["series"].items():
         for arm in ARMS:
             found = sum(name in c[arm]["flagged"] for name, c in series)
             first = sum(c[arm]["rank"] == 1 for _, c in series)
+            both = sum(name in c[arm]["flagged"] and c[arm]["rank"] == 1 for name, c in series)
             other = sum(any(f != name for f in c[arm]["flagged"]) for name, c in series)
-            cells = [rate(k, series) for k in (found, first, other)]
+            cells = [rate(k, series) for k in (found, first, both, other)]
             say(f"| {count} | {arm} | " + " | ".join(cells) + " |")
     say()
     controls = rows["control"]

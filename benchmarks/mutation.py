@@ -44,6 +44,7 @@ class Mutant:
 REFMODEL_TESTS = ("tests/test_audit_refmodel.py", "tests/test_remembered_share.py")
 GATE_TESTS = ("tests/test_bundles.py",)
 EMA_TESTS = ("tests/test_audit_ema.py", "tests/test_audit_ema_sources.py")
+PATIENT_REFERENCE_TESTS = "tests/test_leak_scan_patient_references.py"
 MUTANTS = (
     # the reference-model auditor's decision (audit/refmodel.py)
     Mutant(
@@ -302,6 +303,35 @@ MUTANTS = (
         "        if not 0 < self.alpha < 1:",
         "        if not 0 < self.alpha <= 1:",
         ("tests/test_memorisation_scan.py",),
+    ),
+    # leak scans against references by patient (memorisation/patient_references.py)
+    Mutant(
+        "patient references: each name against the references that saw its patient",
+        "monai_forget/memorisation/patient_references.py",
+        "if str(patient) not in patients)",
+        "if str(patient) in patients)",
+        (PATIENT_REFERENCE_TESTS,),
+    ),
+    Mutant(
+        "patient references: every name against every reference",
+        "monai_forget/memorisation/leak_scan.py",
+        "    return unseen_references(names, name_patients, reference_patients)",
+        "    return [tuple(range(len(references)))] * len(names)",
+        (PATIENT_REFERENCE_TESTS,),
+    ),
+    Mutant(
+        "patient references: decoys not taken relative to the name's references",
+        "monai_forget/memorisation/leak_scan.py",
+        "            m = judged[subset][0][slices[template]].copy()",
+        "            m = m_target[slices[template]].copy()",
+        (PATIENT_REFERENCE_TESTS,),
+    ),
+    Mutant(
+        "patient references: both models of a pair on the same half",
+        "monai_forget/memorisation/patient_references.py",
+        "        out += [first, frozenset(unique) - first]",
+        "        out += [first, first]",
+        (PATIENT_REFERENCE_TESTS,),
     ),
     Mutant(
         "audit plan: an unknown auditor accepted",

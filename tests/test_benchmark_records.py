@@ -138,7 +138,10 @@ def test_the_packaged_false_alarm_rates_are_the_committed_benchmark_tables():
     ]
     for row in packaged:
         table = (REPO / row["source"].split(",")[0]).read_text(encoding="utf-8")
-        if row["references"]:  # leak_scan_references.md: the "with references" arm
+        if row.get("references_by_patient"):  # leak_scan_patient_references.md
+            line = next(x for x in table.splitlines() if x.startswith("| patient references |"))
+            cell = line.split(" | ")[1]
+        elif row["references"]:  # leak_scan_references.md: the "with references" arm
             line = next(x for x in table.splitlines() if x.startswith("| with references |"))
             cell = line.split(" | ")[3]
         elif "name_decoys" in row["source"]:  # one row per data set, network and decoys
@@ -167,15 +170,27 @@ def test_the_packaged_detection_curve_is_the_committed_benchmark_table():
     assert [dict(r, interval=tuple(r["interval"])) for r in packaged] == [
         dict(r, interval=tuple(r["interval"])) for r in MEASURED_DETECTION
     ]
-    (source,) = {r["source"] for r in packaged}
+    decoys_only = [r for r in packaged if not r.get("references_by_patient")]
+    (source,) = {r["source"] for r in decoys_only}
     table = (REPO / source.split(",")[0]).read_text(encoding="utf-8").splitlines()
     curve = [
         line for line in table if len(line.split(" | ")) > 3 and line.split(" | ")[1].isdigit()
     ]
-    assert len(curve) == len(packaged) > 0
-    for row in packaged:
+    assert len(curve) == len(decoys_only) > 0
+    for row in decoys_only:
         start = f"| {_cell_name(row)} | {row['images']} | {row['decoy_source']} | "
         (line,) = [x for x in curve if x.startswith(start)]
         k, n, (low, high) = _count_cell(line.split(" | ")[3])
         assert (row["detected"], row["runs"]) == (k, n), (start, line)
         assert [round(100 * x) for x in row["interval"]] == [low, high], (start, line)
+    # Scans with references by patient: the "found" column of that arm, every length.
+    by_patient = [r for r in packaged if r.get("references_by_patient")]
+    (source,) = {r["source"] for r in by_patient}
+    table = (REPO / source.split(",")[0]).read_text(encoding="utf-8").splitlines()
+    arm = [line for line in table if " | patient references | " in line]
+    assert len(arm) == len(by_patient) > 0
+    for row in by_patient:
+        (line,) = [x for x in arm if x.startswith(f"| {row['images']} | ")]
+        k, n, (low, high) = _count_cell(line.split(" | ")[4])
+        assert (row["detected"], row["runs"]) == (k, n), line
+        assert [round(100 * x) for x in row["interval"]] == [low, high], line

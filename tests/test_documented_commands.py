@@ -77,6 +77,11 @@ README_FILES = (
     f"monai-forget memorisation scan --model m.pt {MLP1} --probes ood.npz --roster names.csv "
     "--out scan/",
 )
+#: docs/memorisation.md: the patient halves the reference models of a scan train on.
+SPLIT_PATIENTS = (
+    "monai-forget memorisation split-patients --patients training_patients.txt --pairs 4 "
+    "--out refs/"
+)
 CNN1 = """--network cnn-1 --network-args '{"in_shape": [1, 28, 28], "num_classes": 2}'"""
 MEMORISATION_DOC = (
     f"monai-forget memorisation scan --model model.pt {CNN1} --probes probes.npz --roster "
@@ -84,6 +89,14 @@ MEMORISATION_DOC = (
     f"monai-forget memorisation score --model model.pt {CNN1} --probes probes.npz --text ANNA",
     f"monai-forget memorisation scan --model m.pt {MLP1} --probes ood.npz --roster names.csv "
     "--reference-model ref1.pt --reference-model ref2.pt --out scan/",
+    SPLIT_PATIENTS,
+    f"monai-forget memorisation scan --model m.pt {MLP1} --probes ood.npz --roster names.csv "
+    "--patient-column patient_id "
+    + " ".join(
+        f"--reference-model ref{k}.pt --reference-patients refs/reference_{k}_patients.txt"
+        for k in range(1, 9)
+    )
+    + " --out scan/",
 )
 CANARY_DOC = (
     'monai-forget canary inject "$CT" ct_canary.dcm',
@@ -251,13 +264,14 @@ def files_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copyfile(real_file("CT_small.dcm"), root / "ct.dcm")
     make_npz(root / "pneumoniamnist.npz")
     torch.manual_seed(0)
-    for name, network in (("m.pt", "mlp-1"), ("model.pt", "cnn-1"), ("ref1.pt", "mlp-1"),
-                          ("ref2.pt", "mlp-1")):  # fmt: skip
+    references = [(f"ref{k}.pt", "mlp-1") for k in range(1, 9)]
+    for name, network in (("m.pt", "mlp-1"), ("model.pt", "cnn-1"), *references):
         model = get_network(network, in_shape=(1, 28, 28), num_classes=2)
         torch.save(model.state_dict(), root / name)
     _probes(root / "ood.npz")
     _probes(root / "probes.npz")
-    (root / "names.csv").write_text("name\nMARY\nANNA\nJOHN\n")
+    (root / "names.csv").write_text("name,patient_id\nMARY,p1\nANNA,p2\nJOHN,p3\n")
+    (root / "training_patients.txt").write_text("".join(f"p{i}\n" for i in range(12)))
     (root / "roster.csv").write_text("name\nANNA\nEVE\nBOB\n")
     return root
 
@@ -266,6 +280,8 @@ def files_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_readme_and_memorisation_commands(command: str, files_workspace: Path) -> None:
     workspace = files_workspace / str(abs(hash(command)))
     shutil.copytree(files_workspace, workspace, ignore=shutil.ignore_patterns("[0-9]*"))
+    if "--reference-patients" in command:  # the documented step before it
+        check(run_line(SPLIT_PATIENTS, workspace))
     result = check(run_line(command, workspace))
     if "canary inject" in command:
         assert (workspace / "ct_canary.dcm").is_file()
@@ -276,6 +292,13 @@ def test_readme_and_memorisation_commands(command: str, files_workspace: Path) -
     elif "memorisation scan" in command:
         scan = json.loads((workspace / "scan" / "leak_scan.json").read_text())
         assert scan["settings"]["references"] == command.count("--reference-model")
+        by_patient = "--reference-patients" in command
+        assert scan["settings"]["references_by_patient"] is by_patient
+        # each name against the 4 references (one per pair) that never saw its patient
+        assert all(len(r["references"]) == (4 if by_patient else 0) for r in scan["rows"])
+    elif "split-patients" in command:
+        halves = [(workspace / "refs" / f"reference_{k}_patients.txt") for k in range(1, 9)]
+        assert [len(h.read_text().split()) for h in halves] == [6] * 8
     else:
         assert "p =" in result.stdout
 

@@ -5,7 +5,9 @@
   (the calibrated test), with the paper's and the other one-tailed tests beside; with
   ``--reference-model``, also judged against M on models trained without the feature.
 - ``scan``: M and the calibrated p for every name of a CSV roster against fresh decoys,
-  corrected for multiple testing, ranked, with a JSON + HTML report.
+  corrected for multiple testing, ranked, with a JSON + HTML report; with
+  ``--reference-patients``, against references trained on halves of the patients.
+- ``split-patients``: those halves, one patient list per reference model.
 """
 
 from __future__ import annotations
@@ -139,6 +141,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     scan.add_argument("--roster", required=True, help="CSV with a header row, one name per row")
     scan.add_argument("--column", help="roster column holding the names (default 'name')")
     scan.add_argument(
+        "--patient-column",
+        help="roster column holding each name's patient ID (needed with --reference-patients)",
+    )
+    scan.add_argument(
+        "--reference-patients",
+        action="append",
+        metavar="PATH",
+        help="the patients a --reference-model trained on: a text file, one patient ID per "
+        "line (see split-patients); repeat once per --reference-model, in the same order. "
+        "Each name is then judged against the references that never saw its patient, so "
+        "the references need not be trained without the roster",
+    )
+    scan.add_argument(
         "--decoys",
         type=int,
         help="decoys per kind of name (length and letter case), drawn fresh per scan "
@@ -185,6 +200,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "progress there (leak_scan.partial.npz) and, run again after an interruption, "
         "resumes from it",
     )
+    split = actions.add_parser(
+        "split-patients",
+        help="split the training patients in halves for the reference models of a leak scan",
+    )
+    split.add_argument(
+        "--patients",
+        required=True,
+        help="text file of the audited model's training patient IDs, one per line (one per "
+        "image is fine)",
+    )
+    split.add_argument(
+        "--pairs",
+        type=int,
+        default=4,
+        help="splits in halves: 2 references each; each name is judged against one of each "
+        "pair (default %(default)s: 8 references, as measured)",
+    )
+    split.add_argument(
+        "--seed", type=int, default=0, help="seed of the splits (default %(default)s)"
+    )
+    split.add_argument(
+        "--out",
+        required=True,
+        help="folder for reference_<k>_patients.txt: train reference k of the audited "
+        "model's recipe on those patients' images",
+    )
+    split.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     parser.set_defaults(func=run)
 
 
@@ -201,6 +243,50 @@ def _inputs(args: argparse.Namespace):
 
 def _references(args: argparse.Namespace) -> list:
     return [load_model_from_args(args, path) for path in args.reference_model or ()]
+
+
+def _reference_patients(args: argparse.Namespace) -> list[list[str]] | None:
+    """The patients of each reference model, or ``None`` (references without the roster)."""
+    from monai_forget.memorisation.patient_references import read_patient_ids
+
+    if not args.reference_patients:
+        if args.patient_column:
+            raise ValueError(
+                "--patient-column is used only with --reference-patients; pass one patient "
+                "list per --reference-model, or drop --patient-column"
+            )
+        return None
+    if len(args.reference_patients) != len(args.reference_model or ()):
+        raise ValueError(
+            f"{len(args.reference_patients)} --reference-patients for "
+            f"{len(args.reference_model or ())} --reference-model: give one patient list per "
+            "reference model, in the same order"
+        )
+    if not args.patient_column:
+        raise ValueError(
+            "--reference-patients needs each roster name's patient: pass --patient-column"
+        )
+    return [read_patient_ids(path) for path in args.reference_patients]
+
+
+def _split_patients(args: argparse.Namespace) -> int:
+    from monai_forget.memorisation.patient_references import (
+        read_patient_ids,
+        split_patients,
+        write_patient_ids,
+    )
+
+    splits = split_patients(read_patient_ids(args.patients), args.pairs, args.seed)
+    paths = write_patient_ids(splits, args.out, overwrite=args.overwrite)
+    print(
+        f"{len(paths)} reference models in {args.pairs} pairs, each on half of the "
+        f"{len(splits[0] | splits[1])} patients: train reference k of the audited model's "
+        f"recipe on the images of the patients in {Path(args.out) / 'reference_<k>_patients.txt'}"
+        ", then scan with --reference-model and --reference-patients in the same order"
+    )
+    for path in paths:
+        print(path)
+    return 0
 
 
 def _options(args: argparse.Namespace) -> dict:
@@ -232,6 +318,8 @@ def run(args: argparse.Namespace) -> int:
         write_scan_report,
     )
 
+    if args.action == "split-patients":
+        return _split_patients(args)
     if not 0 < args.alpha < 1:
         raise ValueError(f"--alpha must be in (0, 1), got {args.alpha}")
     if args.action == "score":
@@ -274,7 +362,8 @@ def run(args: argparse.Namespace) -> int:
     out_dir = Path(args.out)
     for name in ("leak_scan.json", "leak_scan.html"):
         check_writable(out_dir / name, args.overwrite)
-    names = read_roster(args.roster, args.column)
+    names = read_roster(args.roster, args.column, args.patient_column)
+    reference_patients = _reference_patients(args)
     model, probes, training = _inputs(args)
     # Saved as the scan goes: a killed scan, run again with the same command, resumes.
     partial = out_dir / PARTIAL_SCAN
@@ -297,6 +386,7 @@ def run(args: argparse.Namespace) -> int:
         config,
         training_data=training,
         references=_references(args),
+        reference_patients=reference_patients,
         progress=True,
         checkpoint=partial,
     )

@@ -17,6 +17,8 @@ features in neural networks", 2022).
   without the feature (``memorisation_score(..., references=...)``).
 - :func:`leak_scan`, :func:`read_roster`, :func:`write_scan_report`: is there evidence
   that a model memorised any name of a roster (calibrated on decoys)?
+- :func:`split_patients`, :func:`read_patient_ids`: reference models a hospital can
+  build for a scan, on halves of its patients (``leak_scan(..., reference_patients=...)``).
 - :class:`EarlyStoppingTraining`: the paper's training with early stopping (App. A.2).
 """
 
@@ -42,6 +44,7 @@ from monai_forget.memorisation.leak_scan import (
     default_decoys,
     leak_scan,
 )
+from monai_forget.memorisation.patient_references import read_patient_ids, split_patients
 from monai_forget.memorisation.probe import FeatureProbe
 from monai_forget.memorisation.reference_test import ReferenceTest, reference_test
 from monai_forget.memorisation.report import write_scan_report
@@ -105,10 +108,12 @@ __all__ = [
     "one_tailed_test",
     "paired_ttest",
     "probe_outputs",
+    "read_patient_ids",
     "read_roster",
     "reference_test",
     "select_checkpoints",
     "self_influence",
+    "split_patients",
     "stamp_each",
     "warn_if_in_distribution",
     "white_box_score",

@@ -26,7 +26,7 @@ import math
 import os
 import warnings
 import zlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -49,7 +49,8 @@ from monai_forget.memorisation.passes import (
     predict_probs,
     text_divergences,
 )
-from monai_forget.memorisation.reference_scan import check_reference_count, relative_to_references
+from monai_forget.memorisation.patient_references import unseen_references
+from monai_forget.memorisation.reference_scan import check_reference_count, relative_to_each_set
 from monai_forget.memorisation.roster import Roster, check_names, read_roster
 from monai_forget.memorisation.scan_passes import ScanCheckpoint, run_passes, scan_key
 from monai_forget.memorisation.scan_result import DecoyNull, LeakScanResult, NameResult
@@ -105,6 +106,24 @@ def _controls(model, images, features, random_feature, seed, kwargs):
         for template, feature in features.items()
     }
     return clean, d_random
+
+
+def _unseen(names, references, reference_patients, name_patients) -> list[tuple[int, ...]]:
+    """Per name, the references it is judged against: those that never saw its patient
+    (references by patient), every one, or none."""
+    if reference_patients is None and name_patients is None:
+        return [tuple(range(len(references)))] * len(names)
+    if reference_patients is None or name_patients is None:
+        raise ValueError(
+            "references by patient need both each reference's training patients and each "
+            "roster name's patient (CLI: --reference-patients and --patient-column)"
+        )
+    if len(reference_patients) != len(references):
+        raise ValueError(
+            f"{len(reference_patients)} patient lists for {len(references)} reference models: "
+            "give one list per reference model, in the same order"
+        )
+    return unseen_references(names, name_patients, reference_patients)
 
 
 def _m(mean_d: np.ndarray, d_random: dict[str, np.ndarray], texts: Sequence[str]) -> np.ndarray:
@@ -190,6 +209,8 @@ def leak_scan(
     *,
     training_data: object | None = None,
     references: Sequence[torch.nn.Module] = (),
+    reference_patients: Sequence[Collection[str]] | None = None,
+    name_patients: Sequence[str] | None = None,
     progress: bool = False,
     checkpoint: str | os.PathLike | None = None,
 ) -> LeakScanResult:
@@ -206,6 +227,13 @@ def leak_scan(
             roster name: each text's M is taken relative to theirs, which removes what a
             name does to any model of the design (random decoys are not exchangeable
             with every real name; :mod:`~.reference_scan`). One scan per reference.
+        reference_patients: for each reference, the patient IDs of its training images,
+            when the references were trained on halves of the audited data's patients
+            (:func:`~.patient_references.split_patients`) rather than without the roster.
+            Each name, and its decoys, is then judged against the references that never
+            saw its patient (:mod:`~.patient_references`). Needs ``name_patients``.
+        name_patients: each roster name's patient ID, in roster order (default: the
+            roster's own, when read with a patient column).
         progress: show a progress bar over the names and decoys.
         checkpoint: a file where the scan saves its passes as it goes, and from which an
             interrupted scan of the same model, probes, roster and settings resumes (with
@@ -215,7 +243,9 @@ def leak_scan(
     Raises:
         ValueError: bad names (empty, duplicates, characters outside the typeface, too
             long for the probes; named by their entry, not their content), bad probes,
-            or a checkpoint of another scan.
+            a checkpoint of another scan, patient lists that do not match the references
+            or the roster, or a name with fewer than 2 references that never saw its
+            patient.
     """
     config = LeakScanConfig() if config is None else config
     position, scale, value = config.position, config.scale, config.value
@@ -225,6 +255,9 @@ def leak_scan(
     from monai_forget.memorisation.passes import probe_set
 
     images = as_probe_images(probes)
+    if name_patients is None:
+        name_patients = getattr(names, "patients", None) if reference_patients else None
+    unseen = _unseen(names, references, reference_patients, name_patients)
     names = check_names(names, position, scale, images.shape[-2:])
     n_decoys = config.decoys_for(len(names))
     check_reference_count(len(references))
@@ -274,24 +307,34 @@ def leak_scan(
     passes = run_passes(
         models, texts, len(names), len(images), divergences, decoy_seed, key, saved, progress
     )
-    statistic = _m(passes.means[0], controls[0][1], texts)
-    m_refs = np.zeros(len(texts))
-    if references:
-        reference_m = [_m(passes.means[k], controls[k][1], texts) for k in range(1, len(models))]
-        statistic, m_refs = relative_to_references(statistic, reference_m, texts, len(names))
+    m_target = _m(passes.means[0], controls[0][1], texts)
+    reference_m = [_m(passes.means[k], controls[k][1], texts) for k in range(1, len(models))]
+    # Per set of references a name is judged against (one set, or none, unless the
+    # references are by patient): every text's statistic and the references' mean.
+    judged = relative_to_each_set(m_target, reference_m, texts, len(names), unseen)
     mean_d = passes.means[0]
-    nulls, offset = [], len(names)
+    slices, offset = {}, len(names)
     for template, dt in decoy_texts.items():
-        m = statistic[offset : offset + len(dt)]
-        m.flags.writeable = False
-        nulls.append(DecoyNull(template, tuple(dt), m))
+        slices[template] = slice(offset, offset + len(dt))
         offset += len(dt)
-    null_of = {n.template: n for n in nulls}
+    null_of: dict[tuple[str, tuple[int, ...]], DecoyNull] = {}
+    for name, subset in zip(names, unseen, strict=True):
+        template = decoy_template(name)
+        if (template, subset) not in null_of:
+            m = judged[subset][0][slices[template]].copy()
+            m.flags.writeable = False
+            labelled = subset if reference_patients else ()
+            null_of[template, subset] = DecoyNull(
+                template, tuple(decoy_texts[template]), m, labelled
+            )
+    nulls = list(null_of.values())
+    statistic = np.array([judged[u][0][i] for i, u in enumerate(unseen)])
+    m_refs = np.array([judged[u][1][i] for i, u in enumerate(unseen)])
     per_name = []
     for i, name in enumerate(names):
         template = decoy_template(name)
         dr = controls[0][1][template]
-        calibrated = decoy_test(statistic[i], null_of[template].m)
+        calibrated = decoy_test(statistic[i], null_of[template, unseen[i]].m)
         row = passes.name_rows[i]
         per_name.append((calibrated, one_tailed_test(row, dr, test), dr.mean()))
     pvalues = np.array([c.pvalue for c, _, _ in per_name])
@@ -316,6 +359,7 @@ def leak_scan(
             mean_d_unique=float(mean_d[i]),
             mean_d_random=float(per_name[i][2]),
             m_references=float(m_refs[i]),
+            references=unseen[i] if reference_patients else (),
         )
         for rank, i in enumerate(order, start=1)
     )
@@ -363,6 +407,7 @@ def leak_scan(
         "decoy_seed": decoy_seed,
         "smallest_adjusted_pvalue": best,
         "references": len(references),
+        "references_by_patient": bool(reference_patients),
         "attribution": bool(config.attribution and not references),
     }
     provenance = {

@@ -17,7 +17,13 @@ import numpy as np
 
 from monai_forget.memorisation.decoys import decoy_template
 
-__all__ = ["MIN_REFERENCES", "check_reference_count", "in_decoy_units", "relative_to_references"]
+__all__ = [
+    "MIN_REFERENCES",
+    "check_reference_count",
+    "in_decoy_units",
+    "relative_to_each_set",
+    "relative_to_references",
+]
 
 #: Fewest reference models a scan takes: their spread per text sets the scale.
 MIN_REFERENCES = 2
@@ -75,3 +81,27 @@ def relative_to_references(
     pooled = float(np.sqrt(np.mean(spread**2)))
     scale = np.sqrt((spread**2 + pooled**2) / 2) if pooled > 0 else np.ones_like(mean)
     return (in_decoy_units(target_m, texts, n_names) - mean) / scale, mean
+
+
+def relative_to_each_set(
+    target_m: np.ndarray,
+    reference_m: Sequence[np.ndarray],
+    texts: Sequence[str],
+    n_names: int,
+    sets: Sequence[tuple[int, ...]],
+) -> dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]]:
+    """:func:`relative_to_references` against each distinct set of references in
+    ``sets`` (indices into ``reference_m``), e.g. per name those that never saw its
+    patient; the empty set gives the target's own M and a mean of 0 (no references).
+
+    Returns:
+        ``{set: (statistic, references' mean)}``, one value per text in each.
+    """
+    out = {}
+    for subset in dict.fromkeys(tuple(s) for s in sets):
+        if subset:
+            chosen = [reference_m[k] for k in subset]
+            out[subset] = relative_to_references(target_m, chosen, texts, n_names)
+        else:
+            out[subset] = (np.asarray(target_m, dtype=np.float64), np.zeros(len(texts)))
+    return out

@@ -51,35 +51,50 @@ MEASURED_DETECTION: tuple[dict[str, Any], ...] = tuple(
 FOUND_SHARE = 0.5
 
 
-def _same_scan(row: dict[str, Any], correction: str, alpha: float, decoy_source: str) -> bool:
+def _same_scan(
+    row: dict[str, Any],
+    correction: str,
+    alpha: float,
+    references: int,
+    decoy_source: str,
+    by_patient: bool,
+) -> bool:
+    """Whether a measured row is of a scan like this one: correction, alpha, decoy
+    source, and reference models (none, without the roster, or by patient)."""
     return (
         row["correction"] == correction
         and row["alpha"] == alpha
         and row["decoy_source"] == decoy_source
+        and bool(row.get("references", 0)) == bool(references)
+        and bool(row.get("references_by_patient", False)) == bool(by_patient)
     )
 
 
 def measured_false_alarms(
-    correction: str, alpha: float, references: int = 0, decoy_source: str = "letters"
+    correction: str,
+    alpha: float,
+    references: int = 0,
+    decoy_source: str = "letters",
+    by_patient: bool = False,
 ) -> list[dict[str, Any]]:
     """The benchmark's measurements for scans with this correction, alpha and decoy
-    source, with reference models or without (``references``: how many the scan had)."""
-    return [
-        r
-        for r in MEASURED_FALSE_ALARMS
-        if _same_scan(r, correction, alpha, decoy_source)
-        and bool(r["references"]) == bool(references)
-    ]
+    source, with reference models or without (``references``: how many the scan had;
+    ``by_patient``: trained on halves of the patients)."""
+    like = (correction, alpha, references, decoy_source, by_patient)
+    return [r for r in MEASURED_FALSE_ALARMS if _same_scan(r, *like)]
 
 
 def measured_detection(
-    correction: str, alpha: float, references: int = 0, decoy_source: str = "letters"
+    correction: str,
+    alpha: float,
+    references: int = 0,
+    decoy_source: str = "letters",
+    by_patient: bool = False,
 ) -> list[dict[str, Any]]:
     """The measured detection curve of scans like this one (rows by data, network and
-    series length); empty where it was not measured (scans with reference models)."""
-    if references:
-        return []
-    return [r for r in MEASURED_DETECTION if _same_scan(r, correction, alpha, decoy_source)]
+    series length); empty where it was not measured (references without the roster)."""
+    like = (correction, alpha, references, decoy_source, by_patient)
+    return [r for r in MEASURED_DETECTION if _same_scan(r, *like)]
 
 
 def smallest_found_series(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -133,14 +148,17 @@ def scan_figure(result: LeakScanResult, top: int = 50) -> Figure:
     roster's M in rank order (dots); behind each name its kind's middle 90 % of decoys
     and a tick at the largest decoy, which a name must pass to reach the smallest p."""
     rows = result.rows[:top]
-    nulls = {n.template: n.m for n in result.nulls}
+    nulls = {(n.template, n.references): n.m for n in result.nulls}
     # a Figure without pyplot: no backend is chosen for the caller (headless or not)
     fig = Figure(figsize=(6.5, 2.6 + 0.24 * len(rows)))
     ax_null, ax = fig.subplots(
         2, 1, sharex=True, gridspec_kw={"height_ratios": [2.0, max(2.0, 0.24 * len(rows))]}
     )
-    for template, m in nulls.items():
-        ax_null.hist(m, bins=60, histtype="step", label=f"{len(m)} decoys like {template!r}")
+    for (template, subset), m in nulls.items():
+        judged = f", against references {'/'.join(map(str, subset))}" if subset else ""
+        ax_null.hist(
+            m, bins=60, histtype="step", label=f"{len(m)} decoys like {template!r}{judged}"
+        )
     if nulls:
         ax_null.legend(fontsize=7, frameon=False)
     ax_null.set_ylabel("decoys", fontsize=8)
@@ -152,7 +170,7 @@ def scan_figure(result: LeakScanResult, top: int = 50) -> Figure:
     )
     y = np.arange(len(rows))
     for yi, r in zip(y, rows, strict=True):
-        null = nulls.get(decoy_template(r.name))
+        null = nulls.get((decoy_template(r.name), r.references))
         if null is not None and null.size:
             lo, hi = np.quantile(null, [0.05, 0.95])
             ax.plot([lo, hi], [yi, yi], color="#c9d6df", linewidth=6, solid_capstyle="butt")
@@ -203,15 +221,16 @@ def render_scan_report(result: LeakScanResult, title: str = "Leak scan") -> str:
     )
 
 
-def _scan_kind(result: LeakScanResult) -> tuple[str, float, int, str]:
-    """(correction, alpha, reference models, decoy source): what the measurements of
-    the scan's error rates are keyed by."""
+def _scan_kind(result: LeakScanResult) -> tuple[str, float, int, str, bool]:
+    """(correction, alpha, reference models, decoy source, references by patient): what
+    the measurements of the scan's error rates are keyed by."""
     settings = result.settings
     return (
         result.correction,
         result.alpha,
         settings.get("references", 0),
         settings.get("decoy_source", "letters"),
+        settings.get("references_by_patient", False),
     )
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from monai_forget.canary import text_shape, unsupported_characters
 from monai_forget.canary.font import TYPEFACE
 
-__all__ = ["Roster", "check_names", "read_roster"]
+__all__ = ["Roster", "check_names", "entry_places", "read_roster"]
 
 
 class Roster(list):
@@ -24,12 +24,21 @@ class Roster(list):
     Attributes:
         lines: the 1-based line of the file each name came from.
         source: the file's name (no folder), for error messages.
+        patients: each name's patient ID, when the roster was read with a patient
+            column (scans with patient references need it), else ``None``.
     """
 
-    def __init__(self, names: Sequence[str], lines: Sequence[int], source: str) -> None:
+    def __init__(
+        self,
+        names: Sequence[str],
+        lines: Sequence[int],
+        source: str,
+        patients: Sequence[str] | None = None,
+    ) -> None:
         super().__init__(names)
         self.lines = list(lines)
         self.source = source
+        self.patients = None if patients is None else list(patients)
 
 
 def _where(names: Sequence[str], i: int) -> str:
@@ -40,21 +49,26 @@ def _where(names: Sequence[str], i: int) -> str:
     return f"entry {i + 1}"
 
 
-def _places(names: Sequence[str], indices: Sequence[int], limit: int = 3) -> str:
+def entry_places(names: Sequence[str], indices: Sequence[int], limit: int = 3) -> str:
+    """Where the entries ``indices`` are (the first ``limit``, then how many more)."""
     shown = ", ".join(_where(names, i) for i in indices[:limit])
     return shown + (f" and {len(indices) - limit} more" if len(indices) > limit else "")
 
 
-def read_roster(path: str | os.PathLike, column: str | None = None) -> Roster:
+def read_roster(
+    path: str | os.PathLike, column: str | None = None, patient_column: str | None = None
+) -> Roster:
     """Candidate names from a CSV roster.
 
     The file has a header row. ``column`` names the column to read (matched
     case-insensitively); by default the ``name`` column, or the only column of a
     one-column file. Blank cells are skipped; surrounding whitespace is removed.
+    ``patient_column`` (optional) names the column of each name's patient ID, kept in
+    :attr:`Roster.patients`.
 
     Raises:
         FileNotFoundError: the file does not exist.
-        ValueError: no such column, or no names.
+        ValueError: no such column, no names, or a name without a patient ID.
     """
     path = Path(path)
     if not path.is_file():
@@ -76,15 +90,33 @@ def read_roster(path: str | os.PathLike, column: str | None = None) -> Roster:
                 f"roster {path}, line 1: {len(fields)} column(s) and none is 'name'; pass the "
                 "column holding the names (CLI: --column), or add a 'name' header"
             )
-        names, lines = [], []
+        patient_key = None
+        if patient_column is not None:
+            patient_key = lookup.get(patient_column.strip().lower())
+            if patient_key is None:
+                raise ValueError(
+                    f"roster {path}, line 1: no column {patient_column!r} for the patient IDs; "
+                    "pass the column that holds them (CLI: --patient-column)"
+                )
+        names, lines, patients = [], [], []
         for row in reader:
             name = (row.get(key) or "").strip()
             if name:
                 names.append(name)
                 lines.append(reader.line_num)
+                patients.append((row.get(patient_key) or "").strip() if patient_key else "")
     if not names:
         raise ValueError(f"roster {path} has no names in column {key!r}")
-    return Roster(names, lines, path.name)
+    if patient_key is None:
+        return Roster(names, lines, path.name)
+    missing = [f"line {line}" for line, p in zip(lines, patients, strict=True) if not p]
+    if missing:
+        raise ValueError(
+            f"roster {path}: {len(missing)} name(s) without a patient ID in column "
+            f"{patient_key!r} ({', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}); "
+            "fill them in"
+        )
+    return Roster(names, lines, path.name, patients)
 
 
 def check_names(
@@ -101,7 +133,7 @@ def check_names(
         raise ValueError("the roster must hold at least one name")
     empty = [i for i, n in enumerate(stripped) if not n]
     if empty:
-        raise ValueError(f"{_places(names, empty)} of the roster is empty; remove it")
+        raise ValueError(f"{entry_places(names, empty)} of the roster is empty; remove it")
     first: dict[str, int] = {}
     for i, n in enumerate(stripped):
         if n in first:
@@ -129,7 +161,7 @@ def check_names(
         fit = max(0, (cols - col + 1) // (6 * scale))
         raise ValueError(
             f"{len(too_long)} roster name(s) do not fit {rows}x{cols} probes at (row {row}, "
-            f"col {col}) with scale {scale} ({_places(names, too_long)}); at most {fit} "
+            f"col {col}) with scale {scale} ({entry_places(names, too_long)}); at most {fit} "
             "characters fit: use a smaller scale, another position, or larger probes"
         )
     return stripped

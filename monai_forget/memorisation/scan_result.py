@@ -25,6 +25,8 @@ class NameResult:
     ``pvalue`` is the calibrated (decoy) p-value, ``pvalue_adjusted`` its correction
     over the roster and ``significant`` whether that is below alpha; ``test_statistic``
     and ``test_pvalue`` are the uncalibrated t-test's (the paper's) on the model alone.
+    ``references``: with references by patient, the indices of those the name was
+    judged against (they never saw its patient); empty otherwise.
     """
 
     rank: int
@@ -41,16 +43,20 @@ class NameResult:
     mean_d_unique: float
     mean_d_random: float
     m_references: float = 0.0
+    references: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
 class DecoyNull:
     """The decoys of one kind of name (``template``, see ``decoy_template``) and their
-    statistic (M, relative to the reference models when the scan has them)."""
+    statistic (M, relative to the reference models when the scan has them; with
+    references by patient, to the ``references`` that never saw the patient of the
+    names this null judges, one null per kind and set of references)."""
 
     template: str
     texts: tuple[str, ...]
     m: np.ndarray = field(repr=False)
+    references: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -161,7 +167,12 @@ class LeakScanResult(Result):
             "attributions": [asdict(a) for a in self.attributions],
             "rows": [asdict(r) for r in self.rows],
             "decoys": [
-                {"template": d.template, "texts": list(d.texts), "m": d.m.tolist()}
+                {
+                    "template": d.template,
+                    "texts": list(d.texts),
+                    "m": d.m.tolist(),
+                    **({"references": list(d.references)} if d.references else {}),
+                }
                 for d in self.nulls
             ],
         }
