@@ -52,14 +52,15 @@ from monai_forget.memorisation.decoys import decoy_template, decoy_test
 from monai_forget.memorisation.patient_references import unseen_references
 from monai_forget.memorisation.reference_scan import relative_to_each_set, relative_to_references
 
-ARCH = "mlp-1"
 ARMS = ("decoys only", "every reference for every name", "patient references")
 
 
-def m_vector(key: str, build, decoy_seed: int) -> dict:
+def m_vector(key: str, build, decoy_seed: int, cell: str = lsnd.DEFAULT_CELL) -> dict:
     """A model's M on every text (names, then decoys), from the store or scanned
-    (``leak_scan_references.scanned`` with the scan's default seed of random controls)."""
-    return scanned(key, lambda: (build(), None), decoy_seed, LeakScanConfig().seed)
+    (``leak_scan_references.scanned`` with the scan's default seed of random controls,
+    on the probes of ``cell``'s data)."""
+    data = cell.split(":")[0]
+    return scanned(key, lambda: (build(), None), decoy_seed, LeakScanConfig().seed, data)
 
 
 def patient_halves(patients: np.ndarray, pairs: int, seed: object) -> list[np.ndarray]:
@@ -75,10 +76,11 @@ def patient_halves(patients: np.ndarray, pairs: int, seed: object) -> list[np.nd
     return masks
 
 
-def references(key: str, train, patients: np.ndarray, count: int, decoy_seed: int) -> tuple:
-    """Train (or load) the reference models on the patient halves and scan them:
+def references(key: str, train, patients: np.ndarray, count: int, decoy_seed: int, cell) -> tuple:
+    """Train (or load) ``cell``'s reference models on the patient halves and scan them:
     ``(masks over the images, M vectors)``."""
-    split, seed = ufm.STATE["splits"]["mnist"], ufm.STATE["seed"]
+    data, arch = cell.split(":")
+    split, seed = ufm.STATE["splits"][data], ufm.STATE["seed"]
     masks = patient_halves(patients, count // 2, [seed, 700, *map(ord, key)])
     vectors = []
     for k, mask in enumerate(masks):
@@ -86,9 +88,9 @@ def references(key: str, train, patients: np.ndarray, count: int, decoy_seed: in
 
         def build(k=k, mask=mask):
             data = train.subset(np.flatnonzero(mask))
-            return ufm.trained(f"{key}/model/{k}", ARCH, split, data, seed + 700 + k)[0]
+            return ufm.trained(f"{key}/model/{k}", arch, split, data, seed + 700 + k)[0]
 
-        vectors.append(np.array(m_vector(f"{key}/scan/{k}", build, decoy_seed)["m"]))
+        vectors.append(np.array(m_vector(f"{key}/scan/{k}", build, decoy_seed, cell)["m"]))
     return masks, vectors
 
 
@@ -147,42 +149,60 @@ def main() -> int:
     parser.add_argument("--controls", type=int, default=20, help="control models (no name)")
     parser.add_argument("--references", type=int, default=8, help="an even number")
     parser.add_argument("--decoy-seed", type=int, default=7)
+    parser.add_argument(
+        "--cell", default=lsnd.DEFAULT_CELL, help="data:network, e.g. pneumoniamnist:mlp-1"
+    )
+    parser.add_argument(
+        "--shard",
+        default="0/1",
+        help="K/N: compute only the models of every N-th case from K into the cache, and no "
+        "report (run N shards at once, then once with 0/1 to report)",
+    )
     args = parser.parse_args()
     if args.references < 4 or args.references % 2:
         parser.error("--references: an even number of at least 4 (pairs)")
+    shard, shards = (int(x) for x in args.shard.split("/"))
     start = time.perf_counter()
     ufm.init_cached(args)
-    alpha, seed = ufm.FULL.alpha, args.seed
-    clean = ufm.STATE["splits"]["mnist"].train
+    alpha, seed, cell = ufm.FULL.alpha, args.seed, args.cell
+    data, arch = cell.split(":")
+    # the first cell keeps the keys its models and scans were cached under
+    root = "patientrefs" if cell == lsnd.DEFAULT_CELL else f"patientrefs/{data}/{arch}"
+    clean = ufm.STATE["splits"][data].train
     rows = {"series": {count: [] for count in args.series}, "control": []}
-    for count, rep in ((c, r) for c in args.series for r in range(args.reps)):
-        train, name, series = lsnd.series_data(count, rep)
-        key = f"patientrefs/series{count}/{rep}"
+    cases = [(c, r) for c in args.series for r in range(args.reps)]
+    for count, rep in cases[shard::shards]:
+        train, name, series = lsnd.series_data(count, rep, cell)
+        key = f"{root}/series{count}/{rep}"
         patients, owner = owners(len(train), series, name, [seed, 710, count, rep])
-        masks, refs = references(key, train, patients, args.references, args.decoy_seed)
+        masks, refs = references(key, train, patients, args.references, args.decoy_seed, cell)
         target = m_vector(
             f"{key}/scan/target",
-            lambda count=count, rep=rep: lsnd.series_model(count, rep)[0],
+            lambda count=count, rep=rep: lsnd.series_model(count, rep, cell)[0],
             args.decoy_seed,
+            cell,
         )
         m = np.array(target["m"])
         case = run_case(m, target["texts"], refs, masks, patients, owner, name, alpha)
         rows["series"][count].append((name, case))
         log(f"series {count} rep {rep} {name}: {case}")
     patients = np.arange(len(clean))
-    masks, refs = references("patientrefs/clean", clean, patients, args.references, args.decoy_seed)
-    for rep in range(args.controls):
+    refs_key = f"{root}/clean"
+    masks, refs = references(refs_key, clean, patients, args.references, args.decoy_seed, cell)
+    for rep in range(args.controls)[shard::shards]:
         _, owner = owners(len(clean), None, None, [seed, 720, rep])
         target = m_vector(
-            f"patientrefs/control/{rep}/scan",
-            lambda rep=rep: lsnd.control_model(rep),
+            f"{root}/control/{rep}/scan",
+            lambda rep=rep: lsnd.control_model(rep, cell),
             args.decoy_seed,
+            cell,
         )
         m = np.array(target["m"])
         case = run_case(m, target["texts"], refs, masks, patients, owner, None, alpha)
         rows["control"].append((None, case))
         log(f"control {rep}: {case}")
-    report(rows, args, time.perf_counter() - start)
+    if shards == 1:
+        report(rows, args, time.perf_counter() - start)
     return 0
 
 
@@ -192,10 +212,16 @@ def rate(k: int, of: list) -> str:
 
 
 def report(rows: dict, args: argparse.Namespace, seconds: float) -> None:
-    say("### Leak scan with reference models trained on halves of the patients (MLP-1, MNIST)")
-    say()
+    data, arch = args.cell.split(":")
+    names = {"mnist": "MNIST", "pneumoniamnist": "PneumoniaMNIST"}
     say(
-        f"`python benchmarks/leak_scan_patient_references.py --series "
+        "### Leak scan with reference models trained on halves of the patients "
+        f"({arch.upper()}, {names.get(data, data)})"
+    )
+    say()
+    cell = "" if args.cell == lsnd.DEFAULT_CELL else f"--cell {args.cell} "
+    say(
+        f"`python benchmarks/leak_scan_patient_references.py {cell}--series "
         f"{' '.join(map(str, args.series))} --reps {args.reps} --controls {args.controls} "
         f"--references {args.references} --decoy-seed {args.decoy_seed}`; seed {args.seed}; "
         "the name on a series of images of one class (the models of "

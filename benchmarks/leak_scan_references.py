@@ -42,9 +42,12 @@ from monai_forget.memorisation.reference_scan import relative_to_references
 from monai_forget.stats import benjamini_hochberg
 
 
-def scan_vector(model: torch.nn.Module, decoy_seed: int, seed: int) -> tuple[list[str], list]:
-    """Every text's M on one model (names first, then the decoys) and the texts."""
-    split = ufm.STATE["splits"]["mnist"]
+def scan_vector(
+    model: torch.nn.Module, decoy_seed: int, seed: int, data: str = "mnist"
+) -> tuple[list[str], list]:
+    """Every text's M on one model (names first, then the decoys) and the texts, on the
+    probes of ``data``'s models."""
+    split = ufm.STATE["splits"][data]
     config = LeakScanConfig(decoy_seed=decoy_seed, seed=seed)
     res = leak_scan(model, split.probes, ufm.ROSTER, config)
     by_name = {r.name: r.m for r in res.rows}
@@ -53,14 +56,14 @@ def scan_vector(model: torch.nn.Module, decoy_seed: int, seed: int) -> tuple[lis
     return texts, m
 
 
-def scanned(key: str, build, decoy_seed: int, seed: int) -> dict:
+def scanned(key: str, build, decoy_seed: int, seed: int, data: str = "mnist") -> dict:
     """A model's scan vector, from the cache or computed (``build`` returns the model
-    and the name it carries)."""
+    and the name it carries; ``data``: whose probes)."""
     store = ufm.STATE["store"]
     record = store.get(key)
     if record is None or record["decoy_seed"] != decoy_seed:
         model, name = build()
-        texts, m = scan_vector(model, decoy_seed, seed)
+        texts, m = scan_vector(model, decoy_seed, seed, data)
         record = {"texts": texts, "m": m, "name": name, "decoy_seed": decoy_seed}
         store.put(key, record)
     return record
