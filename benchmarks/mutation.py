@@ -327,6 +327,13 @@ MUTANTS = (
         (PATIENT_REFERENCE_TESTS,),
     ),
     Mutant(
+        "patient references: IDs that match no list judged against every reference",
+        "monai_forget/memorisation/patient_references.py",
+        "    if absent and len(absent) == len(name_patients):",
+        "    if False:",
+        (PATIENT_REFERENCE_TESTS,),
+    ),
+    Mutant(
         "patient references: both models of a pair on the same half",
         "monai_forget/memorisation/patient_references.py",
         "        out += [first, frozenset(unique) - first]",

@@ -78,6 +78,14 @@ def test_unseen_references_by_hand():
     assert "ALICE" not in str(err.value) and "as few as 1 of the 4" in str(err.value)
     with pytest.raises(ValueError, match="one patient ID per name"):
         unseen_references(["A", "B"], ["p1"], seen)
+    # IDs in another format match no list: refused, not judged against every reference
+    with pytest.raises(ValueError, match="use different IDs"):
+        unseen_references(["A", "B", "C"], ["P1", "P2", "P3"], seen)
+    # a patient outside the training data is judged against every reference, with a
+    # warning that names its entry (a mistyped ID would hide a leak)
+    with pytest.warns(UserWarning, match=r"entry 3 of the roster: the patient is in no"):
+        got = unseen_references(["A", "B", "C"], ["p1", "p2", "p9"], seen)
+    assert got[2] == (0, 1, 2, 3)
 
 
 def test_each_name_is_judged_against_the_references_that_never_saw_its_patient(
@@ -185,7 +193,8 @@ def test_references_by_patient_refuse_inputs_that_do_not_match(probes, reference
         leak_scan(target, probes, ROSTER, references=references, name_patients=PATIENTS)
     for lists, message in (
         (REFERENCE_PATIENTS[:3], "3 patient lists for 4 reference models"),
-        ([["p2"]] * 4, "entry 3 of the roster: as few as 0"),  # EVE's p2 in every one
+        # every patient in every reference: no name has a reference that never saw it
+        ([PATIENTS] * 4, "entry 1, entry 2, entry 3 and 7 more of the roster: as few as 0"),
     ):
         with pytest.raises(ValueError, match=message):
             leak_scan(

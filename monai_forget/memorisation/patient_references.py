@@ -18,6 +18,7 @@ found in 0 of 10 runs against every reference).
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
@@ -76,8 +77,12 @@ def unseen_references(
         reference_patients: for each reference model, the patient IDs of its training
             images.
 
+    Warns about names whose patient is in no reference's list (see
+    :func:`_check_ids_match`).
+
     Raises:
-        ValueError: the lists do not match the roster, or a name has fewer than
+        ValueError: the lists do not match the roster, no roster patient is in any list
+            (different ID formats), or a name has fewer than
             :data:`MIN_REFERENCES` references that never saw its patient (named by its
             roster entry, never by the name).
     """
@@ -87,6 +92,7 @@ def unseen_references(
             "patient ID per name (CLI: --patient-column)"
         )
     seen = [frozenset(str(p) for p in ps) for ps in reference_patients]
+    _check_ids_match(names, name_patients, seen)
     out = [
         tuple(k for k, patients in enumerate(seen) if str(patient) not in patients)
         for patient in name_patients
@@ -100,6 +106,29 @@ def unseen_references(
             "on halves of the patients (split_patients; CLI: memorisation split-patients)"
         )
     return out
+
+
+def _check_ids_match(
+    names: Sequence[str], name_patients: Sequence[str], seen: Sequence[frozenset[str]]
+) -> None:
+    """Refuse patient IDs that match no reference's list at all, and warn about names
+    whose patient is in none: judged against every reference, which is right only for a
+    patient outside the audited training data (a mistyped ID would hide a leak)."""
+    known = frozenset().union(*seen)
+    absent = [i for i, patient in enumerate(name_patients) if str(patient) not in known]
+    if absent and len(absent) == len(name_patients):
+        raise ValueError(
+            "no roster patient ID is in any reference model's patient list: the two use "
+            "different IDs (check the roster's patient column and the lists' format)"
+        )
+    if absent:
+        warnings.warn(
+            f"{entry_places(names, absent)} of the roster: the patient is in no reference "
+            "model's training data, so the name is judged against every reference; right "
+            "for a patient outside the audited training data, wrong for a mistyped ID",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def read_patient_ids(path: str | os.PathLike) -> list[str]:
