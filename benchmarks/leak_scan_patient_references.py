@@ -30,6 +30,12 @@ Run::
     python benchmarks/leak_scan_patient_references.py --cache /work/scratch/s7/ufm \\
         --series 10 30 --reps 10 --controls 100 --references 8 \\
         --out benchmarks/results/leak_scan_patient_references.md
+    python benchmarks/leak_scan_patient_references.py --cache /work/scratch/s7/ufm \
+        --cell pneumoniamnist:mlp-1 --series 10 30 --reps 5 --controls 100 --references 8 \
+        --out benchmarks/results/leak_scan_patient_references_pneumoniamnist.md
+
+``--shard K/N`` fills the cache with every N-th case from K and writes no report, so
+several processes can share the work before one run reports from the cache.
 """
 
 from __future__ import annotations
