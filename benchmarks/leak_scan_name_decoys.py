@@ -6,9 +6,10 @@ MNIST, the 50-name roster, no name anywhere in training: the control models of
 ``unique_feature_memorisation.py``, same seeds and cache) are scanned twice with the
 same seeds, once per decoy source:
 
-- ``letters``: random letters of each name's kind (the scan's default);
+- ``letters``: random letters of each name's kind;
 - ``names``: real given and family names of the same length (Faker's per-locale lists,
-  :mod:`monai_forget.memorisation.name_decoys`).
+  :mod:`monai_forget.memorisation.name_decoys`; the scan's default, chosen on these
+  measurements: the source whose control scans stayed within 5 %).
 
 The power each source leaves (``--series 1 3 10 30 --reps R --cells mnist:mlp-1 ...``): a
 4-letter roster name burned into K training images of one class (a patient's series) of
@@ -22,9 +23,13 @@ whose p <= 0.05 most often, and the share of scans flagging any name (BH at 0.05
 roster), each with a 95 % Wilson interval.
 
 ``--control-cells`` gives the data sets and networks of the control models (``--controls``
-models each). Series scans that flag several names also test each against its likeness
-to the others (:mod:`monai_forget.memorisation.attribution`); the report counts the
-other names flagged before and after.
+models each). ``--shard K/N`` runs every N-th model from K into the cache (N processes at
+once, then one with ``0/1`` reports); ``--device cuda`` trains and scans on a GPU (its
+models are other draws than the CPU's: cuDNN's kernels are not bitwise those of the CPU);
+``--cached-only`` reports the scans in the cache and computes none. Series scans that
+flag several names also test each against its likeness to the others
+(:mod:`monai_forget.memorisation.attribution`); the report counts the other names flagged
+before and after.
 
 Run (the results file's command; models and scans are cached under ``--cache``)::
 
@@ -114,14 +119,21 @@ def scan(rep: int, source: str, series: int = 0, cell: str = DEFAULT_CELL) -> di
     stale = (
         record is not None and series and len(record["flagged"]) > 1 and "attributed" not in record
     )
+    if record is None and ufm.STATE.get("cached_only"):
+        return None
     if record is None or stale:
         if series:
             model, name = series_model(series, rep, cell)
         else:
             model, name = control_model(rep, cell), None
         decoy_seed = int(np.random.SeedSequence([seed, 901, rep]).generate_state(1)[0])
+        device = ufm.STATE.get("device", "cpu")
         config = LeakScanConfig(
-            decoy_seed=decoy_seed, seed=seed + rep, alpha=cfg.alpha, decoy_source=source
+            decoy_seed=decoy_seed,
+            seed=seed + rep,
+            alpha=cfg.alpha,
+            decoy_source=source,
+            device=device,
         )
         start = time.perf_counter()
         probes = ufm.STATE["splits"][cell.split(":")[0]].probes
@@ -138,6 +150,7 @@ def scan(rep: int, source: str, series: int = 0, cell: str = DEFAULT_CELL) -> di
             "top": res.top.name,
             "decoys": {n.template: len(n.texts) for n in res.nulls},
             "seconds": time.perf_counter() - start,
+            "device": str(device),
         }
         store.put(key, record)
     return record
@@ -151,8 +164,8 @@ def report(records: dict, args: argparse.Namespace, seconds: float) -> None:
         f"MNIST: the control models of `unique_feature_memorisation.py`), the 50-name "
         f"roster, default decoys per kind, BH at 0.05; Faker {faker_version()}.\n"
     )
-    first = next(iter(records["controls"].values()))
-    kinds = first["names"][0]["decoys"]
+    scans = [*records["controls"].values(), *records.get("series", {}).values()]
+    kinds = next(r for by_source in scans for r in by_source["names"])["decoys"]
     say(
         "Name decoys per kind in these scans: "
         + ", ".join(f"{k}: {v}" for k, v in sorted(kinds.items()))
@@ -160,11 +173,23 @@ def report(records: dict, args: argparse.Namespace, seconds: float) -> None:
         f"{1 / (kinds.get('AAA', 1) + 1):.4f} and no 3-letter name of a 50-name roster can "
         "be flagged at 0.05 after BH).\n"
     )
+    every = [r for by_source in scans for rows in by_source.values() for r in rows]
+    devices = sorted({r.get("device", "cpu") for r in every})
     say(
-        "| data, network | decoys | (scan, name) pairs with p <= 0.05 | p <= 0.01 | "
-        "KS vs uniform | scans flagging any name | most often p <= 0.05 |"
+        "Scans by device (median seconds per scan, model training not included): "
+        + ", ".join(
+            f"{d}: {sum(r.get('device', 'cpu') == d for r in every)} "
+            f"({np.median([r['seconds'] for r in every if r.get('device', 'cpu') == d]):.0f} s)"
+            for d in devices
+        )
+        + " (one torch thread per process; a GPU's models are other draws than the CPU's).\n"
     )
-    say("|---|---|---|---|---|---|---|")
+    if records["controls"]:
+        say(
+            "| data, network | decoys | (scan, name) pairs with p <= 0.05 | p <= 0.01 | "
+            "KS vs uniform | scans flagging any name | most often p <= 0.05 |"
+        )
+        say("|---|---|---|---|---|---|---|")
     for cell, by_source in records["controls"].items():
         for source in SOURCES:
             rows = by_source[source]
@@ -217,7 +242,10 @@ def report(records: dict, args: argparse.Namespace, seconds: float) -> None:
                     + " |"
                 )
     say()
-    say(f"Wall time of this invocation: {seconds / 60:.1f} min (2 shared cores, one thread).")
+    if args.cached_only:
+        say("Every scan was read from the cache (the runs that made them: 'Scans by device').")
+    else:
+        say(f"Wall time of this invocation: {seconds / 60:.1f} min (2 shared cores, one thread).")
     if args.out:
         write(args.out)
 
@@ -248,17 +276,33 @@ def main() -> int:
         default=[DEFAULT_CELL],
         help="data:network of the series models, e.g. mnist:mlp-1 pneumoniamnist:cnn-1",
     )
+    parser.add_argument(
+        "--shard",
+        default="0/1",
+        help="K/N: compute only every N-th model of each cell and count from K into the "
+        "cache, and no report (run N shards at once, then once with 0/1 to report)",
+    )
+    parser.add_argument("--device", default="cpu", help="where models train and run, e.g. cuda")
+    parser.add_argument(
+        "--cached-only",
+        action="store_true",
+        help="report the scans in the cache and compute none (e.g. after a timed-out run)",
+    )
     args = parser.parse_args()
+    shard, shards = (int(x) for x in args.shard.split("/"))
     torch.set_num_threads(1)
     start = time.perf_counter()
     ufm.init_cached(args)
+    ufm.STATE.update(device=args.device, cached_only=args.cached_only)
     records: dict[str, list[dict]] = {source: [] for source in SOURCES}
     records["controls"] = {}
-    for cell in args.control_cells:
+    for cell in args.control_cells if args.controls else ():
         by_source = records["controls"][cell] = {source: [] for source in SOURCES}
-        for rep in range(args.controls):
+        for rep in range(args.controls)[shard::shards]:
             for source in SOURCES:
                 record = scan(rep, source, cell=cell)
+                if record is None:
+                    continue
                 by_source[source].append(record)
                 log(f"{cell} control {rep} {source}: flagged {record['flagged']}, top "
                     f"{record['top']} ({record['seconds']:.0f} s)")  # fmt: skip
@@ -270,13 +314,16 @@ def main() -> int:
     for cell, cell_reps in zip(args.cells, reps, strict=True):
         for count in args.series if cell_reps else ():
             by_source = records["series"][cell, count] = {source: [] for source in SOURCES}
-            for rep in range(cell_reps):
+            for rep in range(cell_reps)[shard::shards]:
                 for source in SOURCES:
                     record = scan(rep, source, count, cell)
+                    if record is None:
+                        continue
                     by_source[source].append(record)
                     log(f"{cell} series {count} rep {rep} {source}: {record['name']} rank "
                         f"{record['rank']}, flagged {record['flagged']}")  # fmt: skip
-    report(records, args, time.perf_counter() - start)
+    if shards == 1:
+        report(records, args, time.perf_counter() - start)
     return 0
 
 

@@ -284,6 +284,13 @@ MUTANTS = (
         ("tests/test_memorisation_decoys.py",),
     ),
     Mutant(
+        "leak scan: random letters as the default decoys",
+        "monai_forget/defaults.py",
+        'LEAK_SCAN_DECOY_SOURCES: tuple[str, ...] = ("names", "letters")',
+        'LEAK_SCAN_DECOY_SOURCES: tuple[str, ...] = ("letters", "names")',
+        ("tests/test_benchmark_records.py", "tests/test_memorisation_scan.py"),
+    ),
+    Mutant(
         "leak scan: names drawn as letters whatever the source",
         "monai_forget/memorisation/leak_scan.py",
         "                source=config.decoy_source,",

@@ -217,12 +217,15 @@ def trained(key: str, arch: str, split: Split, data: LabelledImages, seed: int, 
         model.load_state_dict(torch.load(path, weights_only=True))
         return model.eval(), record
     start, cpu = time.perf_counter(), time.process_time()
-    model, tlog = recipe.train(data, split.val, seed=seed, handlers=handlers)
+    device = STATE.get("device", "cpu")
+    model, tlog = recipe.train(data, split.val, seed=seed, device=device, handlers=handlers)
+    model.cpu()  # weights saved and loaded on the CPU; the scans move them where they run
     record = {
         "epochs": tlog.epochs_run,
         "best_epoch": tlog.best_epoch,
         "train_wall_s": time.perf_counter() - start,
         "train_cpu_s": time.process_time() - cpu,
+        "device": str(device),
     }
     torch.save(model.state_dict(), path)
     store.put(key + ".train", record)

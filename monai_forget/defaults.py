@@ -29,7 +29,7 @@ LEAK_SCAN_CORRECTIONS: tuple[str, ...] = ("bh", "bonferroni", "none")
 LEAK_SCAN_ALPHA = 0.05
 #: Where a leak scan's decoys come from: random letters of the name's kind, or real names
 #: (Faker's per-locale lists) of the same lengths and case.
-LEAK_SCAN_DECOY_SOURCES: tuple[str, ...] = ("letters", "names")
+LEAK_SCAN_DECOY_SOURCES: tuple[str, ...] = ("names", "letters")
 #: Level of the one-tailed test of one feature's memorisation (Hartley & Tsaftaris 2022).
 MEMORISATION_ALPHA = 0.05
 #: Random controls z_r: the paper's block-overwrite patch, equal-ink masks, random letters.

@@ -109,7 +109,9 @@ def test_scan_sets_aside_names_that_only_look_like_the_leaked_one(tmp_path):
     too; the report keeps KATE and sets ERIC and WADE aside, naming KATE as the reason."""
     probes = np.random.default_rng(0).random((80, 1, SIZE, SIZE)).astype(np.float32) * 0.3
     roster = [*ROSTER, LEAKED, "ZANE", "WADE", "ERIC", "NATE", "KAT"]
-    result = leak_scan(knows(LEAKED), probes, roster, LeakScanConfig(seed=0, decoy_seed=1))
+    result = leak_scan(
+        knows(LEAKED), probes, roster, LeakScanConfig(seed=0, decoy_seed=1, decoy_source="letters")
+    )
     assert {LEAKED, "WADE", "ERIC"} <= set(result.significant_names())
     assert LEAKED in result.attributed_names()
     explained = result.explained_names()
@@ -127,6 +129,9 @@ def test_scan_sets_aside_names_that_only_look_like_the_leaked_one(tmp_path):
     )
     # off: the flags stay, nothing is attributed
     off = leak_scan(
-        knows(LEAKED), probes, roster, LeakScanConfig(seed=0, decoy_seed=1, attribution=False)
+        knows(LEAKED),
+        probes,
+        roster,
+        LeakScanConfig(seed=0, decoy_seed=1, decoy_source="letters", attribution=False),
     )
     assert off.significant_names() == result.significant_names() and not off.attributions

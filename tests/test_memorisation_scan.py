@@ -73,10 +73,11 @@ def test_reference_models_remove_what_every_model_of_the_design_does(probes, tmp
     """ANNA moves every model of the design (the references too); only the audited
     model reacts to EVE. Without references both are flagged; with them only EVE."""
     target = knows("ANNA", "EVE")
-    alone = leak_scan(target, probes, ROSTER, LeakScanConfig(decoy_seed=3))
+    config = LeakScanConfig(decoy_seed=3, decoy_source="letters")  # as the rows measured
+    alone = leak_scan(target, probes, ROSTER, config)
     assert {"ANNA", "EVE"} <= set(alone.significant_names())
     references = [knows("ANNA"), knows("ANNA")]
-    scan = leak_scan(target, probes, ROSTER, LeakScanConfig(decoy_seed=3), references=references)
+    scan = leak_scan(target, probes, ROSTER, config, references=references)
     assert scan.significant_names() == ["EVE"]
     assert scan.top.name == "EVE"
     rows = {r.name: r for r in scan.rows}
@@ -123,7 +124,7 @@ def test_name_decoys_carry_what_names_share(probes):
     with AN ties with ANNA (the model sees only those two letters), so ANNA's count of
     decoys at or above it is exactly the count of such decoys."""
     model = knows("AN")
-    letters = leak_scan(model, probes, ROSTER, LeakScanConfig(decoy_seed=2))
+    letters = leak_scan(model, probes, ROSTER, LeakScanConfig(decoy_seed=2, decoy_source="letters"))
     names = leak_scan(model, probes, ROSTER, LeakScanConfig(decoy_seed=2, decoy_source="names"))
     anna = {}
     for result in (letters, names):
@@ -216,24 +217,26 @@ def test_report_is_written_atomically_and_not_overwritten(probes, tmp_path):
     page = html_path.read_text()
     assert "data:image/png;base64," in page and "TOM" in page
     # The report gives evidence, never a verdict that a name was memorised, with the
-    # caution and the false-alarm rate measured for its configuration (BH, alpha 0.05).
+    # caution and the false-alarm rate measured for its configuration (BH, alpha 0.05,
+    # the default decoys: names).
     assert "evidence of memorisation" in page and "memorised" not in page
     assert "not proof" in page and "not proof of absence" in page
+    assert result.settings["decoy_source"] == "names"
     measured = [
         r
         for r in MEASURED_FALSE_ALARMS
-        if r["correction"] == "bh" and not r["references"] and r["decoy_source"] == "letters"
+        if r["correction"] == "bh" and not r["references"] and r["decoy_source"] == "names"
     ]
     assert {r["data"].split()[0] for r in measured} == {"MNIST", "PneumoniaMNIST"}
     for r in measured:
         assert f"{r['flagged']} of {r['scans']} control scans" in page
     assert record["measured_false_alarms"] == measured
-    # ... and the detection curve measured for this kind of scan (letters, BH, 0.05)
+    # ... and the detection curve measured for this kind of scan (names, BH, 0.05)
     # (not the curve of scans against references by patient)
     curve = [
         r
         for r in MEASURED_DETECTION
-        if r["decoy_source"] == "letters" and not r.get("references_by_patient")
+        if r["decoy_source"] == "names" and not r.get("references_by_patient")
     ]
     assert record["measured_detection"] == curve and curve
     assert "measured detection curve" in page and page.count("data:image/png;base64,") == 2
@@ -282,6 +285,14 @@ def test_a_clean_scan_says_what_it_could_not_have_found(probes, tmp_path):
     best = f"best: {100 * mnist['detected'] / mnist['runs']:.0f} % at {mnist['images']} images"
     assert "no series length measured was found in 50 % of the runs" in page and best in page
     assert "does not clear a name burned into fewer images" in page
+    # a model the scan never found a name in says so, not "best: 0 % at 1 images"
+    cells = {f"{r['data']}, {r['network']}" for r in curve}
+    never = cells - {f"{r['data']}, {r['network']}" for r in curve if r["detected"]}
+    assert never  # measured: CNN-1 on MNIST and PneumoniaMNIST, 0 of 5 at every length
+    for cell in never:
+        said = page.split(f"{cell}: ", 1)[1].split("</li>")[0].split(".")[0]
+        assert "not one run found it at any length measured" in said, said
+    assert "best: 0 %" not in page
 
 
 # --------------------------------------------------------------------------- CLI

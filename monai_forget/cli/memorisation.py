@@ -163,8 +163,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--decoys-from",
         choices=LEAK_SCAN_DECOY_SOURCES,
         default=LEAK_SCAN_DECOY_SOURCES[0],
-        help="letters: random letters of each name's kind; names: real given and family "
-        "names of the same lengths and case (needs Faker) (default %(default)s)",
+        help="names: real given and family names of the same lengths and case; letters: "
+        "random letters of each name's kind, more power but more false alarms (measured: "
+        "docs/memorisation.md) (default %(default)s)",
     )
     scan.add_argument(
         "--no-attribution",

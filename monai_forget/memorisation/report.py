@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from monai_forget.defaults import LEAK_SCAN_DECOY_SOURCES
 from monai_forget.io import check_writable
 from monai_forget.memorisation.decoys import decoy_template
 from monai_forget.memorisation.leak_scan import LeakScanResult
@@ -74,7 +75,7 @@ def measured_false_alarms(
     correction: str,
     alpha: float,
     references: int = 0,
-    decoy_source: str = "letters",
+    decoy_source: str = LEAK_SCAN_DECOY_SOURCES[0],
     by_patient: bool = False,
 ) -> list[dict[str, Any]]:
     """The benchmark's measurements for scans with this correction, alpha and decoy
@@ -88,7 +89,7 @@ def measured_detection(
     correction: str,
     alpha: float,
     references: int = 0,
-    decoy_source: str = "letters",
+    decoy_source: str = LEAK_SCAN_DECOY_SOURCES[0],
     by_patient: bool = False,
 ) -> list[dict[str, Any]]:
     """The measured detection curve of scans like this one (rows by data, network and
