@@ -284,6 +284,13 @@ MUTANTS = (
         ("tests/test_memorisation_decoys.py",),
     ),
     Mutant(
+        "decoys: every text of a kind when the excluded ones merely outnumber n",
+        "monai_forget/memorisation/decoys.py",
+        "        if len(found) <= n:\n            return found",
+        "        return found",
+        ("tests/test_memorisation_decoys.py",),
+    ),
+    Mutant(
         "leak scan: random letters as the default decoys",
         "monai_forget/defaults.py",
         'LEAK_SCAN_DECOY_SOURCES: tuple[str, ...] = ("names", "letters")',

@@ -237,3 +237,19 @@ def test_name_decoys_are_real_names_of_each_part_never_the_roster():
     assert set(every) == three - {"EVE", "BOB"} and every == sorted(every)
     with pytest.raises(ValueError, match="digits have no name decoys"):
         draw_name_decoys("R2D2", 10, 0)
+
+
+def test_excluded_texts_outside_the_space_do_not_shrink_it():
+    """Only roster names that are in the decoys' space leave it smaller. A 10,000-name
+    roster of random 4-letter strings holds few real names: 300 name decoys are 300, not
+    every 4-letter name there is. Likewise a small letter is no capital: 25 capitals asked
+    with ``a`` excluded are 25 of the 26, drawn, not all 26."""
+    rng = np.random.default_rng(0)
+    roster = {"".join(rng.choice(list(string.ascii_uppercase), 4)) for _ in range(12_000)}
+    roster = sorted(roster)[:10_000]
+    drawn = draw_decoys("AAAA", 300, 5, exclude=roster, source="names")
+    assert len(drawn) == len(set(drawn)) == 300 and not set(drawn) & set(roster)
+    capitals = draw_decoys("A", 25, 0, exclude=["a"])
+    assert len(capitals) == len(set(capitals)) == 25 and set(capitals) < set(string.ascii_uppercase)
+    # ... and a space that the roster does empty below n is still enumerated in full
+    assert draw_decoys("A", 25, 0, exclude=["A", "B"]) == list(string.ascii_uppercase[2:])

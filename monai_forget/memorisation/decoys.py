@@ -164,12 +164,15 @@ def draw_decoys(
     else:
         raise ValueError(f"unknown decoy source {source!r}; choose 'letters' or 'names'")
     excluded = {key(str(e)) for e in exclude if len(str(e)) == len(template)}
+    # At most n texts may be left: count them (excluded texts outside the space, e.g.
+    # roster strings that are no real name, leave it as large as it was).
     if math.prod(len(c) for c in choices) - len(excluded) <= n:
         found = [compose(t) for t in itertools.product(*choices)]
         found = [t for t in found if key(t) not in excluded]
         if not found:
             raise ValueError(f"no decoy of the kind {template!r} is left once names are excluded")
-        return found
+        if len(found) <= n:
+            return found
     return draw_distinct(choices, n, rng, compose, lambda text: key(text) not in excluded)
 
 
