@@ -87,6 +87,7 @@ def test_reference_models_remove_what_every_model_of_the_design_does(probes, tmp
     _, html_path = write_scan_report(scan, tmp_path)
     page = html_path.read_text()
     assert "with 8 reference models" in page and "1 of 20 control scans" in page
+    assert "decoys of its kind (random texts of the same length" in page  # letters here
     with pytest.raises(ValueError, match="at least 2 reference models"):
         leak_scan(target, probes, ROSTER, references=references[:1])
     # A target that is one of its references: every statistic is 0, every decoy ties
@@ -222,6 +223,7 @@ def test_report_is_written_atomically_and_not_overwritten(probes, tmp_path):
     assert "evidence of memorisation" in page and "memorised" not in page
     assert "not proof" in page and "not proof of absence" in page
     assert result.settings["decoy_source"] == "names"
+    assert "decoys of its kind (real given and family names of the same length" in page
     measured = [
         r
         for r in MEASURED_FALSE_ALARMS

@@ -163,8 +163,10 @@ def scan_figure(result: LeakScanResult, top: int = 50) -> Figure:
     if nulls:
         ax_null.legend(fontsize=7, frameon=False)
     ax_null.set_ylabel("decoys", fontsize=8)
+    names = result.settings.get("decoy_source", "letters") == "names"
+    kind = "real names" if names else "random texts"
     ax_null.set_title(
-        "top: M of decoys the model never saw (random texts of each name's kind)\n"
+        f"top: M of decoys the model never saw ({kind} of each name's kind)\n"
         f"below: each name's M (dot; * = {result.correction}-adjusted calibrated p < "
         f"{result.alpha}),\nits decoys' middle 90 % (band) and largest M (tick)",
         fontsize=8,
