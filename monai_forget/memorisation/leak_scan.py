@@ -4,11 +4,11 @@ A de-identification audit knows where burned-in text would sit on the images (po
 how it would look (the typeface and scale of the scanner's annotation) and whose names
 could have leaked (a CSV roster), but not whether any did. For every candidate name the
 scan computes the black-box score M (Hartley & Tsaftaris 2022, Eq. 1) on the same
-out-of-distribution probes and ranks it among **decoys**: random texts of the same kind
+out-of-distribution probes and ranks it among **decoys**: texts of the same kind
 (length, letter case, typeface, scale, place) drawn fresh for the scan, which the model
-never saw: random letters by default, or real names (:mod:`~monai_forget.memorisation.
-decoys`, :mod:`~monai_forget.memorisation.name_decoys`; the exposure of Carlini et al.
-2019). The calibrated p-values are corrected over the roster (Benjamini-Hochberg by
+never saw: real names by default (the source whose measured false alarms stayed within
+5 %), or random letters (:mod:`~monai_forget.memorisation.name_decoys`,
+:mod:`~monai_forget.memorisation.decoys`; the exposure of Carlini et al. 2019). The calibrated p-values are corrected over the roster (Benjamini-Hochberg by
 default, Bonferroni as an option) and the names ranked. The paper's t-test is reported
 beside them, uncalibrated. With reference models (``references``: the recipe trained
 without the roster), every text's M is taken relative to theirs first, so a name that
