@@ -245,7 +245,7 @@ def report(records: dict, args: argparse.Namespace, seconds: float) -> None:
     if args.cached_only:
         say("Every scan was read from the cache (the runs that made them: 'Scans by device').")
     else:
-        say(f"Wall time of this invocation: {seconds / 60:.1f} min (2 shared cores, one thread).")
+        say(f"Wall time of this invocation: {seconds / 60:.1f} min ({args.device}, one thread).")
     if args.out:
         write(args.out)
 

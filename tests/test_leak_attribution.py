@@ -109,6 +109,8 @@ def test_scan_sets_aside_names_that_only_look_like_the_leaked_one(tmp_path):
     too; the report keeps KATE and sets ERIC and WADE aside, naming KATE as the reason."""
     probes = np.random.default_rng(0).random((80, 1, SIZE, SIZE)).astype(np.float32) * 0.3
     roster = [*ROSTER, LEAKED, "ZANE", "WADE", "ERIC", "NATE", "KAT"]
+    # random letters: real-name decoys (the default) carry ERIC's and WADE's likeness
+    # themselves here (they flag KATE, NATE and KAT only), leaving nothing to set aside
     result = leak_scan(
         knows(LEAKED), probes, roster, LeakScanConfig(seed=0, decoy_seed=1, decoy_source="letters")
     )

@@ -8,8 +8,9 @@ out-of-distribution probes and ranks it among **decoys**: texts of the same kind
 (length, letter case, typeface, scale, place) drawn fresh for the scan, which the model
 never saw: real names by default (the source whose measured false alarms stayed within
 5 %), or random letters (:mod:`~monai_forget.memorisation.name_decoys`,
-:mod:`~monai_forget.memorisation.decoys`; the exposure of Carlini et al. 2019). The calibrated p-values are corrected over the roster (Benjamini-Hochberg by
-default, Bonferroni as an option) and the names ranked. The paper's t-test is reported
+:mod:`~monai_forget.memorisation.decoys`; the exposure of Carlini et al. 2019). The
+calibrated p-values are corrected over the roster (Benjamini-Hochberg by default,
+Bonferroni as an option) and the names ranked. The paper's t-test is reported
 beside them, uncalibrated. With reference models (``references``: the recipe trained
 without the roster), every text's M is taken relative to theirs first, so a name that
 moves any model of the design more than its decoys do is not mistaken for a leak.

@@ -163,8 +163,7 @@ def scan_figure(result: LeakScanResult, top: int = 50) -> Figure:
     if nulls:
         ax_null.legend(fontsize=7, frameon=False)
     ax_null.set_ylabel("decoys", fontsize=8)
-    names = result.settings.get("decoy_source", "letters") == "names"
-    kind = "real names" if names else "random texts"
+    kind = {"names": "real names"}.get(result.settings.get("decoy_source"), "random texts")
     ax_null.set_title(
         f"top: M of decoys the model never saw ({kind} of each name's kind)\n"
         f"below: each name's M (dot; * = {result.correction}-adjusted calibrated p < "
