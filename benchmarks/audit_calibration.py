@@ -454,29 +454,57 @@ def report(dataset: str, results: dict[int, dict], args: argparse.Namespace) -> 
             f"| {source} | {share:g} | {size} | {n} | {cols[0]} | {cols[1]} | {cols[2]} | "
             f"{covered / n:.3f} | {cols[3]} | {cols[4]} |"
         )
-        for margin in MARGINS:
-            cell = {d: pooled(results, key, f"{margin}|{d}") for d in DECISIONS}
-            counts = {d: c for d, (c, _, _) in cell.items()}
-            rows.append(
-                {
-                    "dataset": name,
-                    "auditor": "refmodel",
-                    "design": "population",
-                    "source": source,
-                    "share": share,
-                    "size": size,
-                    "margin": margin,
-                    "trainings": len(results),
-                    "draws": n,
-                    **{d.replace(" ", "_"): rate(counts[d], n) for d in DECISIONS},
-                    "counts": {d.replace(" ", "_"): counts[d] for d in DECISIONS},
-                    "per_training": {
-                        d.replace(" ", "_"): [c for c, _ in cell[d][2]] for d in DECISIONS
-                    },
-                }
-            )
+        rows += error_rate_rows(name, results, (source, share, size))
     say()
     return rows
+
+
+def error_rate_rows(
+    name: str, results: dict[int, dict], cell: tuple[str, float, int], setting: str = "offline"
+) -> list[dict]:
+    """The rows ``measured_error_rates.json`` packages for one cell, one per margin: the
+    pooled rates with their Wilson intervals, the counts and each training's counts."""
+    source, share, size = cell
+    key, rows = f"{source}|{share}|{size}", []
+    for margin in MARGINS:
+        got = {d: pooled(results, key, f"{margin}|{d}") for d in DECISIONS}
+        n = got[DECISIONS[0]][1]
+        rows.append(
+            {
+                "dataset": name,
+                "auditor": "refmodel",
+                "design": "population",
+                "setting": setting,
+                "source": source,
+                "share": share,
+                "size": size,
+                "margin": margin,
+                "trainings": len(results),
+                "draws": n,
+                **{d.replace(" ", "_"): rate(got[d][0], n) for d in DECISIONS},
+                "counts": {d.replace(" ", "_"): got[d][0] for d in DECISIONS},
+                "per_training": {d.replace(" ", "_"): [c for c, _ in got[d][2]] for d in DECISIONS},
+            }
+        )
+    return rows
+
+
+def package_error_rates(path: Path, rows: list[dict], setting: str, source: str) -> None:
+    """Replace the population design's rows of ``setting`` in the packaged error rates
+    (``monai_forget/audit/measured_error_rates.json``) with ``rows``; the other designs'
+    and settings' rows are kept. ``source`` names the run, under ``<setting>_source``."""
+    kept = json.loads(path.read_text()) if path.is_file() else {"cells": []}
+    kept["cells"] = [
+        r
+        for r in kept["cells"]
+        if not (
+            r["auditor"] == "refmodel"
+            and r.get("design") == "population"
+            and r.get("setting", "offline") == setting
+        )
+    ] + rows
+    kept[f"refmodel_{setting}_source"] = source
+    path.write_text(json.dumps(kept, indent=1) + "\n")
 
 
 def targets(rows: list[dict], signals: dict[str, dict[str, list[float]]]) -> None:
@@ -617,14 +645,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out:
         write(args.out)
     if args.error_rates:
-        path = Path(args.error_rates)
-        kept = json.loads(path.read_text()) if path.is_file() else {"cells": []}
-        kept["cells"] = [r for r in kept["cells"] if r["auditor"] != "refmodel"] + rows
-        kept["refmodel_source"] = (
+        source = (
             f"benchmarks/audit_calibration.py: {len(args.seeds)} trainings per data set, "
             f"{args.references} reference models"
         )
-        path.write_text(json.dumps(kept, indent=1) + "\n")
+        package_error_rates(Path(args.error_rates), rows, "offline", source)
     return 0
 
 

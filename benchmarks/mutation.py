@@ -537,6 +537,13 @@ MUTANTS = (
         ("tests/test_memorisation_scan.py",),
     ),
     Mutant(
+        "audit report: an online audit quotes the offline cells",
+        "monai_forget/audit/report.py",
+        '        and r.get("setting", "offline") == setting\n',
+        "",
+        ("tests/test_result_report.py",),
+    ),
+    Mutant(
         "segmentation bundle: the best epoch so far forgotten on resume",
         "monai_forget/bundles/segmentation.py",
         '        self.tracking.load_state_dict(state["saved"])',

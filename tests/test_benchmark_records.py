@@ -72,37 +72,41 @@ def test_a_missed_false_alarm_target_carries_its_exact_binomial_test():
 def test_the_packaged_error_rates_are_the_committed_benchmark_tables():
     """Every reference-model cell the reports quote (``measured_error_rates.json``, at
     margin 0.5) has the same "not forgotten", "forgotten" and "inconclusive" rates as the
-    row of the committed results file that produced it: a hand edit of either, or a
-    results file rerun without ``--error-rates`` (or the reverse), fails."""
+    row of the committed results file that produced it (offline, online, paired): a hand
+    edit of either, or a results file rerun without ``--error-rates`` (or the reverse),
+    fails."""
     import json
 
     rates = json.loads((REPO / "monai_forget" / "audit" / "measured_error_rates.json").read_text())
+    results = REPO / "benchmarks" / "results"
     tables = {
-        "population": (REPO / "benchmarks" / "results" / "audit_calibration.md").read_text(),
-        "paired": (REPO / "benchmarks" / "results" / "acdc_audit_calibration.md").read_text(),
+        ("population", "offline"): (results / "audit_calibration.md").read_text(),
+        ("paired", "offline"): (results / "acdc_audit_calibration.md").read_text(),
+        ("population", "online"): (results / "audit_calibration_online_mnist15.md").read_text(),
     }
-    checked = {"population": 0, "paired": 0}
+    checked = dict.fromkeys(tables, 0)
     for cell in rates["cells"]:
         if cell["auditor"] != "refmodel" or cell["margin"] != 0.5:
             continue
-        design = cell["design"]
-        lead = ([cell["source"]] if design == "population" else []) + [
-            f"{cell['share']:g}",
-            str(cell["size"]),
-            str(cell["draws"]),
-        ]
+        table = (cell["design"], cell.get("setting", "offline"))
+        lead = [f"{cell['share']:g}", str(cell["size"]), str(cell["draws"])]
+        if table == ("population", "offline"):
+            lead = [cell["source"], *lead]
+        elif table == ("population", "online"):
+            lead = [*lead, "online"]
         key = f"| {' | '.join(lead)} | "
-        rows = [line for line in tables[design].splitlines() if line.startswith(key)]
-        if design == "population":  # one table per data set, in the order of the JSON
+        rows = [line for line in tables[table].splitlines() if line.startswith(key)]
+        if table[0] == "population":  # one table per data set, in the order of the JSON
             rows = [r for r in rows if cell["not_forgotten"] in r and cell["forgotten"] in r]
-        assert rows, f"no row {key!r} in the {design} results for {cell['dataset']}"
+        assert rows, f"no row {key!r} in the {table} results for {cell['dataset']}"
         columns = rows[0][len(key) :].split(" | ")[:3]
         for column, decision in zip(
             columns, ("not_forgotten", "forgotten", "inconclusive"), strict=True
         ):
             assert column.startswith(cell[decision]), (key, decision, column, cell[decision])
-        checked[design] += 1
-    assert checked["population"] >= 2 * 35 and checked["paired"] >= 10, checked
+        checked[table] += 1
+    assert checked[("population", "offline")] >= 2 * 35, checked
+    assert checked[("paired", "offline")] >= 10 and checked[("population", "online")] >= 20, checked
 
 
 def _count_cell(text: str) -> tuple[int, int, tuple[int, int]]:

@@ -163,6 +163,12 @@ def test_report_quotes_the_error_rates_of_the_matching_cell() -> None:
     # the segmentation audit's paired design quotes its own benchmark's cells (ACDC)
     paired = matching_error_rates(remembered.adding(details={"reference_design": "paired"}))
     assert paired["rows"] and all(r["dataset"].startswith("ACDC") for r in paired["rows"])
+    # online reference models quote the online benchmark's cells, offline ones never do
+    online = matching_error_rates(remembered.adding(details={"reference_setting": "online"}))
+    assert online["rows"] and all(r["setting"] == "online" for r in online["rows"])
+    assert "with online reference models" in online["statement"]
+    assert all(r.get("setting", "offline") == "offline" for r in quoted["rows"])
+    assert {r["trainings"] for r in online["rows"]} == {15}
 
 
 def test_a_measured_error_above_alpha_is_flagged(monkeypatch) -> None:

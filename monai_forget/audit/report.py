@@ -53,6 +53,13 @@ NAMES = {"refmodel": "reference models", "ks": "K-S (Liu & Tsaftaris 2020)",
          "ema": "EMA (Huang et al. 2021)"}  # fmt: skip
 
 
+#: The benchmark that measures each setting of the reference models.
+BENCHMARKS = {
+    "offline": "benchmarks/audit_calibration.py",
+    "online": "benchmarks/audit_calibration_online.py",
+}
+
+
 def _cells() -> list[dict[str, Any]]:
     path = resources.files("monai_forget.audit").joinpath("measured_error_rates.json")
     return json.loads(path.read_text()).get("cells", []) if path.is_file() else []
@@ -75,19 +82,24 @@ def measured_error_rates(method: str, query_size: int) -> list[dict[str, Any]]:
 
 def matching_error_rates(result: AuditResult) -> dict[str, Any]:
     """The reference-model audit's measured error rates in the cells that match its
-    setting (design, margin, nearest |D_Q|): false "forgotten" where the true share is at
-    or above the margin, false "not forgotten" on never-seen sets of the same and of
-    another site. ``{"rows": [...], "statement": str}``; the statement says so when no
-    cell matches (another design or margin, or a |D_Q| far from any measured)."""
+    setting (design, offline or online reference models, margin, nearest |D_Q|): false
+    "forgotten" where the true share is at or above the margin, false "not forgotten" on
+    never-seen sets of the same and of another site. ``{"rows": [...], "statement":
+    str}``; the statement says so when no cell matches (another design, setting or
+    margin, or a |D_Q| far from any measured)."""
     details = result.details
     design = details.get("reference_design", "population")
+    setting = details.get("reference_setting", "offline")
     margin = float(details.get("margin", float("nan")))
     alpha = float(details.get("alpha", REFMODEL_ALPHA))
     size = int(details.get("units", result.sizes).get("query", 0))
     rows = [
         r
         for r in _cells()
-        if r["auditor"] == "refmodel" and r.get("design") == design and "share" in r
+        if r["auditor"] == "refmodel"
+        and r.get("design") == design
+        and r.get("setting", "offline") == setting
+        and "share" in r
     ]
     at_margin = [r for r in rows if abs(r["margin"] - margin) < 1e-9]
     if not at_margin:
@@ -95,9 +107,10 @@ def matching_error_rates(result: AuditResult) -> dict[str, Any]:
         return {
             "rows": [],
             "statement": (
-                f"no measured cell matches this setting: the {design} design was measured "
+                f"no measured cell matches this setting: the {design} design with {setting} "
+                "reference models was measured "
                 + (f"at margins {', '.join(f'{m:g}' for m in measured)}" if measured else "nowhere")
-                + f", not at {margin:g} (benchmarks/audit_calibration.py)"
+                + f", not at {margin:g} ({BENCHMARKS[setting]})"
             ),
         }
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -130,7 +143,12 @@ def matching_error_rates(result: AuditResult) -> dict[str, Any]:
             )
             wrong += mine
     measured = sorted({r["size"] for r in at_margin})
-    statement = f"measured at margin {margin:g}: " + "; ".join(parts)
+    statement = (
+        f"measured at margin {margin:g}"
+        + (f" with {setting} reference models" if setting != "offline" else "")
+        + ": "
+        + "; ".join(parts)
+    )
     if not measured[0] / 2 <= size <= measured[-1] * 2:
         statement += f" (your |D_Q| of {size} is far from every measured size: indicative only)"
     return {"rows": wrong, "statement": statement}
