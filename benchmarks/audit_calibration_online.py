@@ -500,7 +500,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 arm = {s: online_cells(dataset, s, args, site=True) for s in seeds}
                 arms.append(("online, with the site", arm))
             lines += site_report(dataset, arms, args.site_unseen)
-    say("## Targets of issue 32, online arm")
+    say("## Targets of issue 32")
     say()
     for line in lines:
         say(line)
