@@ -53,10 +53,11 @@ NAMES = {"refmodel": "reference models", "ks": "K-S (Liu & Tsaftaris 2020)",
          "ema": "EMA (Huang et al. 2021)"}  # fmt: skip
 
 
-#: The benchmark that measures each setting of the reference models.
+#: The benchmark that measures each (design, setting) of the reference models.
 BENCHMARKS = {
-    "offline": "benchmarks/audit_calibration.py",
-    "online": "benchmarks/audit_calibration_online.py",
+    ("population", "offline"): "benchmarks/audit_calibration.py",
+    ("population", "online"): "benchmarks/audit_calibration_online.py",
+    ("paired", "offline"): "benchmarks/acdc_audit_calibration.py",
 }
 
 
@@ -110,7 +111,7 @@ def matching_error_rates(result: AuditResult) -> dict[str, Any]:
                 f"no measured cell matches this setting: the {design} design with {setting} "
                 "reference models was measured "
                 + (f"at margins {', '.join(f'{m:g}' for m in measured)}" if measured else "nowhere")
-                + f", not at {margin:g} ({BENCHMARKS[setting]})"
+                + f", not at {margin:g} ({BENCHMARKS.get((design, setting), 'benchmarks/')})"
             ),
         }
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
