@@ -343,39 +343,33 @@ def report(
 
 
 #: What each arm of :func:`site_report` gives the reference models of D_Q's site.
-SITE_ARMS = {
-    "offline, with the site": (
-        "the product's default offline models, with half of the site's images that the "
-        "target trained on added to their population (D_Q's remembered samples are drawn "
-        "from the other half; its never-seen ones from the same pool as the other arms, so "
-        "share-0 draws are the same D_Q)"
-    ),
-    "offline, with the site and {n} of its unseen images": (
-        "the same, and {n} of the site's images that the target never trained on (kept out "
-        "of every D_Q: its never-seen draws come from a pool {n} images smaller)"
-    ),
-    "online, with the site": "pairs of halves of sources A and B, D_Q among them",
-}
+WITH_SITE = (
+    "the product's default offline models, with half of the site's images that the target "
+    "trained on added to their population (D_Q's remembered samples are drawn from the other "
+    "half; its never-seen ones from the same pool as the other arms, so share-0 draws are the "
+    "same D_Q)"
+)
+WITH_UNSEEN = (
+    "the same, and {n} of the site's images that the target never trained on (kept out of "
+    "every D_Q: its never-seen draws come from a pool {n} images smaller)"
+)
+ONLINE_WITH_SITE = "pairs of halves of sources A and B, D_Q among them"
 
 
-def site_report(dataset: str, arms: list[tuple[str, dict[int, dict]]], unseen: int) -> list[str]:
-    """D_Q from source B: offline models (never saw B, the first of ``arms``) against the
-    other ``arms`` (labels of :data:`SITE_ARMS`, ``{n}`` filled with ``unseen``), which
-    give the reference models images of the site; returns the target lines."""
+def site_report(dataset: str, arms: list[tuple[str, str, dict[int, dict]]]) -> list[str]:
+    """D_Q from source B: offline models that never saw B (the first of ``arms``) against
+    the other ``arms`` (label, what they give the reference models, cells), which give the
+    reference models images of the site; returns the target lines."""
     name = DATASETS[dataset]
     say(f"### {name}: D_Q from another site, with reference models that trained on that site")
     say()
-    given = [
-        f"*{label}*: {SITE_ARMS[template].format(n=unseen)}"
-        for template in SITE_ARMS
-        for label, _ in arms
-        if label == template.format(n=unseen)
-    ]
+    given = [f"*{label}*: {description}" for label, description, _ in arms[1:]]
     say(
         "Ways a user gives the reference models D_Q's site (the known non-members are still "
         f"from source A): {'; '.join(given)}. Margin 0.5:"
     )
     say()
+    arms = [(label, counts) for label, _, counts in arms]
     say("| D_Q source | share | \\|D_Q\\| | arm | not forgotten | forgotten | inconclusive |")
     say("|---|---|---|---|---|---|---|")
     for source, share, size in (c for c in cells(dataset) if c[0] != "same"):
@@ -470,6 +464,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the machine the trainings ran on, for the report's cost line",
     )
     args = parser.parse_args(argv)
+    if args.error_rates and args.site_only:
+        parser.error("--error-rates packages the same-source online rows: drop --site-only")
     torch.set_num_threads(args.threads)
     say("# The reference-model auditor online and offline, over the same trainings")
     say()
@@ -488,18 +484,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             found, packaged = report(dataset, offline, online, args)
             lines, rows = lines + found, rows + packaged
         if args.site or args.site_unseen:
-            arms = [("offline", offline)]
-            arms.append(
-                ("offline, with the site", {s: offline_site_cells(dataset, s, args) for s in seeds})
-            )
-            if args.site_unseen:
-                label = f"offline, with the site and {args.site_unseen} of its unseen images"
-                arm = {s: offline_site_cells(dataset, s, args, args.site_unseen) for s in seeds}
-                arms.append((label, arm))
+            n = args.site_unseen
+            arms = [
+                ("offline", "", offline),
+                (
+                    "offline, with the site",
+                    WITH_SITE,
+                    {s: offline_site_cells(dataset, s, args) for s in seeds},
+                ),
+            ]
+            if n:
+                arms.append((
+                    f"offline, with the site and {n} of its unseen images",
+                    WITH_UNSEEN.format(n=n),
+                    {s: offline_site_cells(dataset, s, args, n) for s in seeds},
+                ))  # fmt: skip
             if args.site:
                 arm = {s: online_cells(dataset, s, args, site=True) for s in seeds}
-                arms.append(("online, with the site", arm))
-            lines += site_report(dataset, arms, args.site_unseen)
+                arms.append(("online, with the site", ONLINE_WITH_SITE, arm))
+            lines += site_report(dataset, arms)
     say("## Targets of issue 32")
     say()
     for line in lines:
