@@ -15,20 +15,36 @@ if TYPE_CHECKING:
     import jinja2
     from matplotlib.figure import Figure
 
-__all__ = ["figure_png", "render_html", "write_html"]
+__all__ = ["figure_png", "pvalue_text", "render_html", "write_html"]
+
+
+def pvalue_text(p: float, alpha: float, digits: int = 3) -> str:
+    """``p`` to ``digits`` significant digits, or more where fewer would cross ``alpha``.
+
+    A p-value below alpha never reads as alpha or above (0.04995 at alpha 0.05 reads
+    ``0.04995``, not ``0.05``), and one at or above it never reads as below.
+    """
+    p = float(p)
+    for width in range(digits, 18):
+        text = f"{p:.{width}g}"
+        if (float(text) < alpha) == (p < alpha):
+            return text
+    return repr(p)
 
 
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
     import jinja2
 
-    return jinja2.Environment(
+    environment = jinja2.Environment(
         loader=jinja2.PackageLoader("monai_forget", "templates"),
         autoescape=True,  # every value is escaped unless a template marks it safe
         trim_blocks=True,
         lstrip_blocks=True,
         undefined=jinja2.StrictUndefined,
     )
+    environment.filters["ptext"] = pvalue_text
+    return environment
 
 
 def render_html(template: str, **context: Any) -> str:

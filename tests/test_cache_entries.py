@@ -133,6 +133,7 @@ _RACE = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_two_processes_filling_one_cache_train_an_entry_once(tmp_path):
     log = tmp_path / "trainings.log"
     runs = [subprocess.Popen([sys.executable, "-c", _RACE, str(tmp_path / "cache"), str(log)])

@@ -124,6 +124,7 @@ def test_network_args_must_be_json() -> None:
         load_model_from_args(args)
 
 
+@pytest.mark.slow
 def test_reference_audit_three_way_exit_code_json_and_trail(files, tmp_path, capsys):
     """`audit reference`: known members A, known non-members (calibration); the target was
     trained on A and C, so C is remembered and B never seen."""

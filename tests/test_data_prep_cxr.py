@@ -142,6 +142,7 @@ def pneumonia_datalist(shared_data, tmp_path_factory):
     return npz, out / "dl.json"
 
 
+@pytest.mark.slow
 def test_medmnist_real_pneumoniamnist(pneumonia_datalist):
     npz, output = pneumonia_datalist
     datalist = json.loads(output.read_text())

@@ -10,6 +10,8 @@ import pytest
 from monai_forget.audit import AuditResult
 from monai_forget.demo import digits_split
 
+pytestmark = pytest.mark.slow  # end-to-end: trains models, runs commands
+
 #: The README's command: run as a user types it (it also covers the documented command).
 DEMO_COMMAND = "monai-forget demo"
 

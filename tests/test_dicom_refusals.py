@@ -149,3 +149,89 @@ def test_missing_sop_instance_uid(tmp_path):
     src = tmp_path / "no_uid.dcm"
     ds.save_as(src)
     refuse(src, tmp_path / "out", "no SOPInstanceUID", text="A")
+
+
+# A canary that is there: a burn-in that would change no pixel is refused, never
+# reported as injected (issue 54, item 4).
+
+
+def _monochrome(tmp_path: Path, pixels: np.ndarray, photometric: str = "MONOCHROME2") -> Path:
+    from pydicom_files import write_dicom
+
+    src = tmp_path / f"in_{photometric}_{pixels.shape[0]}.dcm"
+    write_dicom(src, "P1", pixels)
+    ds = pydicom.dcmread(src)
+    ds.PhotometricInterpretation = photometric
+    ds.save_as(src)
+    return src
+
+
+def _gradient(size: int = 64) -> np.ndarray:
+    return (np.arange(size * size, dtype=np.uint32) % 200 + 20).reshape(size, size).astype(np.uint8)
+
+
+@pytest.mark.parametrize(
+    ("pixels", "photometric"),
+    [
+        (np.full((64, 64), 7, np.uint8), "MONOCHROME2"),  # constant frame
+        (np.zeros((8000, 8000), np.uint8), "MONOCHROME2"),  # a blank large image
+        (np.where(np.arange(64)[:, None] + np.arange(64) < 20, 255, _gradient()), "MONOCHROME2"),
+        (np.where(np.arange(64)[:, None] + np.arange(64) < 20, 0, _gradient()), "MONOCHROME1"),
+    ],
+    ids=["constant", "blank-8000", "corner-at-max", "monochrome1-corner-at-0"],
+)
+def test_a_burn_in_that_changes_no_pixel_is_refused(tmp_path, pixels, photometric):
+    src = _monochrome(tmp_path, pixels.astype(np.uint8), photometric)
+    refuse(src, tmp_path / "out", "frame 0: every pixel under the text already holds", text="A")
+
+
+def test_pixels_changed_is_what_the_burn_in_changed(tmp_path):
+    """The manifest's count equals a brute-force comparison of the pixels before and after,
+    also where the box is partly white already."""
+    pixels = _gradient()
+    pixels[:4, :] = 255  # the top of the box is already white: fewer pixels change
+    src = _monochrome(tmp_path, pixels)
+    record = inject_file(src, tmp_path / "o.dcm", BurnInOptions(text="AB")).to_dict()
+    after = pydicom.dcmread(tmp_path / "o.dcm").pixel_array
+    changed = int((after != pixels).sum())
+    assert record["pixels_changed"] == [changed]
+    assert 0 < changed < int(render_text_ink("AB"))
+
+
+def render_text_ink(text: str) -> int:
+    from monai_forget.canary import render_text
+
+    return int(render_text(text).sum())
+
+
+@pytest.mark.parametrize("kind", ["png", "nifti"])
+def test_a_white_png_or_constant_volume_is_refused(tmp_path, kind):
+    from monai_forget.dicom import inject_any
+
+    if kind == "png":
+        from PIL import Image
+
+        src = tmp_path / "white.png"
+        Image.fromarray(np.full((32, 32), 255, np.uint8)).save(src)
+        match = "the image: every pixel"
+    else:
+        import nibabel as nib
+
+        src = tmp_path / "flat.nii.gz"
+        nib.save(nib.Nifti1Image(np.full((32, 32, 3), 5, np.int16), np.eye(4)), src)
+        match = "the volume: every pixel"
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(InjectionError, match=match):
+        inject_any(src, out / src.name, BurnInOptions(text="A"))
+    assert list(out.iterdir()) == []
+
+
+def test_the_command_line_reports_no_injection_that_changed_nothing(tmp_path, capsys):
+    from monai_forget.cli import main
+
+    src = _monochrome(tmp_path, np.full((64, 64), 7, np.uint8))
+    code = main(["canary", "inject", str(src), str(tmp_path / "o.dcm"), "--text", "A"])
+    err = capsys.readouterr()
+    assert code == 2 and "burned-in text" not in err.out
+    assert "would change nothing" in err.err and not (tmp_path / "o.dcm").exists()

@@ -284,13 +284,14 @@ def test_unencodable_dataset_refused_naming_file_and_tag(tmp_path, capsys, monke
 
 
 def test_record_keys_are_unchanged(tmp_path):
-    """The manifest keys users' pipelines read, in their order, per format."""
+    """The manifest keys users' pipelines read, in their order, per format (the count of
+    pixels the burn-in changed added after the text, issue 54)."""
     dicom = inject_file(real_file("MR_small.dcm"), tmp_path / "o.dcm", BurnInOptions(text="A"))
     png = inject_any(make_input(tmp_path, "png"), tmp_path / "o.png", BurnInOptions(text="A"))
     common = [
         *("action", "input", "output", "old_sop_instance_uid", "new_sop_instance_uid"),
         *("bbox_row", "bbox_col", "bbox_height", "bbox_width", "frames", "typeface"),
-        *("scale", "value", "text_source", "n_chars", "text_hmac_sha256"),
+        *("scale", "value", "text_source", "n_chars", "text_hmac_sha256", "pixels_changed"),
     ]
     recoding = ["transfer_syntax_in", "transfer_syntax_out", "photometric_in", "photometric_out"]
     assert list(dicom.to_dict()) == [*common, *recoding, "output_sha256"]

@@ -192,6 +192,7 @@ def digits_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("command", README_DIGITS, ids=["audit-ref", "audit-ks", "audit-ema"])
+@pytest.mark.slow
 def test_readme_digits_commands(command: str, digits_workspace: Path) -> None:
     from monai_forget.cli.audit import EXIT_CODES
 
@@ -213,6 +214,7 @@ def test_readme_digits_commands(command: str, digits_workspace: Path) -> None:
     assert "shadow model: training on" in result.stderr and "trained in" in result.stderr
 
 
+@pytest.mark.slow
 def test_reference_models_trained_by_array_tasks_are_only_read_by_the_audit(
     digits_workspace: Path, tmp_path: Path
 ) -> None:
@@ -277,6 +279,7 @@ def files_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("command", README_FILES + MEMORISATION_DOC)
+@pytest.mark.slow
 def test_readme_and_memorisation_commands(command: str, files_workspace: Path) -> None:
     workspace = files_workspace / str(abs(hash(command)))
     shutil.copytree(files_workspace, workspace, ignore=shutil.ignore_patterns("[0-9]*"))
@@ -362,6 +365,7 @@ def layouts(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
 
 
 @pytest.mark.parametrize("command", PREPARE)
+@pytest.mark.slow
 def test_data_preparation_commands(
     command: str, layouts: dict[str, str], shared_data: Path, tmp_path: Path
 ) -> None:
@@ -381,6 +385,7 @@ def test_data_preparation_commands(
 @pytest.mark.fl
 @pytest.mark.slow
 @pytest.mark.parametrize("command", FL[:2], ids=["acdc", "mnist-constructed"])
+@pytest.mark.slow
 def test_federated_commands(command: str, shared_data: Path, tmp_path: Path) -> None:
     pytest.importorskip("nvflare", reason="NVIDIA FLARE is not installed")
     extra = FL_BOUNDS + (" --per-client 40" if "--data mnist" in command else "")

@@ -21,6 +21,7 @@ def features(shared_data: Path):
     return feature_images(expert_feature_rows(shared_data))
 
 
+@pytest.mark.slow
 def test_every_patient_once_with_its_group(features) -> None:
     assert features.images.shape == (100, 1, 1, len(FEATURES))
     assert np.bincount(features.labels).tolist() == [20] * 5

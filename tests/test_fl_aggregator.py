@@ -20,7 +20,7 @@ from monai_forget.fl.job import check_contributions, run_federated
 from monai_forget.fl.spec import FederatedConfig, Withdrawal
 from monai_forget.unlearning.baselines import fedavg
 
-pytestmark = pytest.mark.fl  # pytest -m 'not fl' runs without NVIDIA FLARE
+pytestmark = [pytest.mark.fl, pytest.mark.slow]  # pytest -m 'not fl' runs without NVIDIA FLARE
 
 
 def _result(name: str, value: np.ndarray, steps: float, metrics: dict | None = None) -> FLModel:

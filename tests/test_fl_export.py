@@ -24,7 +24,7 @@ from monai_forget.fl.export import LAUNCHER, export_federated_job
 from monai_forget.fl.job import run_federated
 from monai_forget.fl.spec import FederatedConfig, JobSpec, Withdrawal, load_tensors
 
-pytestmark = pytest.mark.fl
+pytestmark = [pytest.mark.fl, pytest.mark.slow]
 
 CONFIG = FederatedConfig(
     network="mlp",

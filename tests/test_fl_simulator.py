@@ -30,7 +30,7 @@ from monai_forget.fl.poc import clients_that_left, poc_failure
 from monai_forget.fl.run import DEFAULT_GENERATOR, acdc_federation, mlp_config, simulate_withdrawal
 from monai_forget.unlearning.evaluation import AuditPlan
 
-pytestmark = pytest.mark.fl  # pytest -m 'not fl' runs without NVIDIA FLARE
+pytestmark = [pytest.mark.fl, pytest.mark.slow]  # pytest -m 'not fl' runs without NVIDIA FLARE
 
 
 @pytest.fixture()

@@ -36,6 +36,7 @@ def test_bundle_commands_dependencies_are_declared() -> None:
     assert len(configs) == 2 and all("TensorBoardStatsHandler" in c for c in configs)
 
 
+@pytest.mark.slow
 def test_pytest_without_nvflare_leaves_out_the_fl_tests(tmp_path: Path) -> None:
     blocked = tmp_path / "nvflare"
     blocked.mkdir()

@@ -26,6 +26,8 @@ import torch
 from bundle_runs import IGNORED, _options
 from commands import REPO, SCHEMA, check, commands_in, environment, needs_absent_schema, run_line
 
+pytestmark = pytest.mark.slow  # end-to-end: trains models, runs commands
+
 SEGMENTATION = REPO / "bundles" / "acdc_segmentation"
 PATHOLOGY = REPO / "bundles" / "acdc_pathology_classification"
 #: The documentation whose every command the scenario runs.

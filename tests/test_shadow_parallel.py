@@ -140,6 +140,7 @@ def run():
 
 
 @pytest.mark.parametrize("guarded", [False, True])
+@pytest.mark.slow
 def test_a_script_without_the_main_guard_is_told_how_to_fix_it(tmp_path, guarded):
     """A user's script that trains reference models in worker processes without
     ``if __name__ == "__main__":`` broke the pool with multiprocessing's bootstrapping

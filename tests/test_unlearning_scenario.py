@@ -237,6 +237,7 @@ def test_fedavg_shadow_recipe_is_the_mean_of_local_fits() -> None:
         FedAvgShadowRecipe(local, clients=0, rounds=1)
 
 
+@pytest.mark.slow
 def test_withdrawal_evaluation_runs_the_reference_model_auditor(tmp_path) -> None:
     """The reference-model audit of a withdrawal: site-1's data is found remembered by the
     model trained with it, and far less of it by the model retrained without it; site-2,

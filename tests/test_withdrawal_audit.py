@@ -44,6 +44,7 @@ def _audit(sets, cache, tmp_path, **kwargs) -> dict:
     return {m: json.loads((tmp_path / "out" / f"{m}.json").read_text()) for m in ("refmodel", "ks")}
 
 
+@pytest.mark.slow
 def test_papers_calibration_goes_to_ks_and_ema_only(sets, cache, tmp_path) -> None:
     """K-S calibrates on ``papers_calibration`` (A + both held-out halves); the reference-model
     auditor scores half of the pair's non-members, never the other collection."""

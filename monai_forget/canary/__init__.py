@@ -20,6 +20,7 @@ from monai_forget.canary.font import (
     unsupported_characters,
 )
 from monai_forget.canary.render import (
+    changed_ink,
     check_fits,
     paint,
     random_patch,
@@ -43,6 +44,7 @@ __all__ = [
     "BurnInTextD",
     "BurnInTextDict",
     "BurnInTextd",
+    "changed_ink",
     "check_fits",
     "glyph",
     "paint",

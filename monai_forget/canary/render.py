@@ -193,6 +193,33 @@ def paint(
     return target
 
 
+def changed_ink(
+    target: np.ndarray,
+    mask: np.ndarray,
+    position: Sequence[int],
+    value: float | np.ndarray,
+    axes: tuple[int, int] = (-2, -1),
+) -> int:
+    """How many of the mask's pixels :func:`paint` with ``value`` would change.
+
+    A pixel counts once when any of its values along the other axes (colour samples,
+    slices) differs from ``value``; ``value`` broadcasts as in :func:`paint`. Zero means
+    the text box already holds the value under every ink pixel: the canary would be
+    invisible.
+    """
+    mask = np.asarray(mask, dtype=bool)
+    ndim = target.ndim
+    axes = (axes[0] % ndim, axes[1] % ndim)
+    check_fits(mask.shape, position, (target.shape[axes[0]], target.shape[axes[1]]))
+    row, col = (int(p) for p in position)
+    height, width = mask.shape
+    view = np.moveaxis(target, axes, (-2, -1))
+    ink = view[..., row : row + height, col : col + width][..., mask]
+    fill = np.asarray(value)
+    differs = ink != (fill[..., None] if fill.ndim else fill)
+    return int(differs.reshape(-1, differs.shape[-1]).any(axis=0).sum())
+
+
 def stamp(
     images: ArrayT,
     mask: np.ndarray,

@@ -18,12 +18,18 @@ from pydicom.dataelem import RawDataElement
 from pydicom.dataset import Dataset
 
 from monai_forget import __version__
-from monai_forget.canary import TYPEFACE, paint, render_text
+from monai_forget.canary import TYPEFACE, changed_ink, paint, render_text
 from monai_forget.dicom.decode import check_pixel_data, decoded_pixels, transfer_syntax
 from monai_forget.dicom.display import colour_white, frame_white
 from monai_forget.dicom.errors import InjectionError
 from monai_forget.dicom.names import display_name
-from monai_forget.dicom.options import BurnInOptions, Placement, check_frames, place_text
+from monai_forget.dicom.options import (
+    BurnInOptions,
+    Placement,
+    check_changes,
+    check_frames,
+    place_text,
+)
 from monai_forget.dicom.record import Recoding, Rendered
 from monai_forget.dicom.tags import mark_derived
 
@@ -40,6 +46,7 @@ class BurnInResult:
     scale: int
     frames: list[int]
     values: list = field(default_factory=list)
+    pixels_changed: list[int] = field(default_factory=list)
     old_sop_instance_uid: str = ""
     new_sop_instance_uid: str = ""
     transfer_syntax_in: str = ""
@@ -77,6 +84,7 @@ class DicomPlan:
         mask = place.mask()
         bits_stored = int(ds.BitsStored)
         values: list = []
+        changed: list[int] = []
         for f in self.frames:
             if photometric.startswith("MONOCHROME"):
                 white = frame_white(ds, f, pixels[f, ..., 0])
@@ -85,7 +93,10 @@ class DicomPlan:
             else:
                 fill = np.array(colour_white(photometric, bits_stored))
                 values.append([int(v) for v in fill])
-            paint(pixels[f], mask, place.position, fill.astype(pixels.dtype), axes=(0, 1))
+            fill = fill.astype(pixels.dtype)
+            changed.append(changed_ink(pixels[f], mask, place.position, fill, axes=(0, 1)))
+            paint(pixels[f], mask, place.position, fill, axes=(0, 1))
+        check_changes(changed, [f"frame {f}" for f in self.frames], values)
 
         # Everything above only read the dataset; from here on it changes.
         original = Dataset()
@@ -111,6 +122,7 @@ class DicomPlan:
             scale=place.scale,
             frames=self.frames,
             values=values,
+            pixels_changed=changed,
             old_sop_instance_uid=str(original.SOPInstanceUID),
             new_sop_instance_uid=new_uid,
             transfer_syntax_in=str(ts_in),
@@ -136,6 +148,7 @@ class DicomPlan:
             result.old_sop_instance_uid,
             result.new_sop_instance_uid,
             recoding,
+            result.pixels_changed,
         )
 
 

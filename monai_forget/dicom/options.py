@@ -98,6 +98,35 @@ def place_text(
     return Placement(text, text_source, position, int(scale), shape)
 
 
+def check_changes(
+    changed: Sequence[int], targets: Sequence[str], values: Sequence[object]
+) -> list[int]:
+    """Refuse a burn-in that would change no pixel of some target (frame, slice, image).
+
+    Args:
+        changed: per target, how many of the text's pixels the burn-in changes
+            (:func:`~monai_forget.canary.changed_ink`).
+        targets: what each target is called in the message (e.g. ``"frame 0"``).
+        values: the value burned into each target, named in the message.
+
+    Returns:
+        ``changed`` as a list (the manifest's ``pixels_changed``).
+
+    Raises:
+        InjectionError: a target whose text box already holds ``value`` under every ink
+            pixel, where the canary would be invisible.
+    """
+    for count, target, value in zip(changed, targets, values, strict=True):
+        if count == 0:
+            raise InjectionError(
+                f"{target}: every pixel under the text already holds the canary value "
+                f"{value} (the value displayed as white), so the burn-in would change "
+                "nothing; choose a --position where the image is not already white (a "
+                "constant image can carry no visible text)"
+            )
+    return [int(c) for c in changed]
+
+
 def check_frames(frames: Sequence[int] | None, n_frames: int) -> list[int] | None:
     """Sorted distinct frames, or ``None`` for all; refuse indices outside the image.
 

@@ -19,9 +19,15 @@ from pathlib import Path
 
 import numpy as np
 
-from monai_forget.canary import paint
+from monai_forget.canary import changed_ink, paint
 from monai_forget.dicom.errors import InjectionError
-from monai_forget.dicom.options import BurnInOptions, Placement, check_frames, place_text
+from monai_forget.dicom.options import (
+    BurnInOptions,
+    Placement,
+    check_changes,
+    check_frames,
+    place_text,
+)
 from monai_forget.dicom.record import Rendered
 
 NIFTI_SUFFIXES = (".nii", ".nii.gz")
@@ -50,22 +56,29 @@ def _place(options: BurnInOptions, shape: tuple[int, ...]) -> Placement:
 
 def burn_into_volume(
     data: np.ndarray, placement: Placement, frames: list[int] | None
-) -> tuple[np.ndarray, float]:
+) -> tuple[np.ndarray, float, list[int]]:
     """Burn the placed text into a copy of an array whose first two axes are (rows, cols).
 
     The value is the array maximum: viewers window NIfTI volumes to their range, so
     the maximum displays as white. ``frames`` index the third axis (``None`` = all).
 
     Returns:
-        The new array and the value.
+        The new array, the value and the pixels changed per target (the whole volume,
+        or each frame).
+
+    Raises:
+        InjectionError: a target whose text box already holds the value everywhere.
     """
     out = np.array(data, copy=True)
     value = out.max()
     mask = placement.mask()
     targets = [out] if frames is None else [out[:, :, f] if out.ndim > 2 else out for f in frames]
+    changed = [changed_ink(t, mask, placement.position, value, axes=(0, 1)) for t in targets]
+    names = ["the volume"] if frames is None else [f"frame {f}" for f in frames]
+    changed = check_changes(changed, names, [value.item()] * len(targets))
     for target in targets:
         paint(target, mask, placement.position, value, axes=(0, 1))
-    return out, value.item()
+    return out, value.item(), changed
 
 
 @dataclass
@@ -82,13 +95,13 @@ class NiftiPlan:
         """Burn the text and encode the volume (gzip when the output name says so)."""
         import nibabel as nib
 
-        out, value = burn_into_volume(self.data, self.placement, self.frames)
+        out, value, changed = burn_into_volume(self.data, self.placement, self.frames)
         new = nib.Nifti1Image(out, self.image.affine, self.image.header)
         new.set_data_dtype(self.image.get_data_dtype())
         payload = new.to_bytes()
         if self.gzipped:
             payload = gzip.compress(payload, mtime=0)
-        return Rendered(payload, self.placement, self.frames, value)
+        return Rendered(payload, self.placement, self.frames, value, pixels_changed=changed)
 
 
 def plan_nifti(src: Path, dst: Path, options: BurnInOptions) -> NiftiPlan:
@@ -124,12 +137,14 @@ class PngPlan:
         value = np.full(self.pixels.shape[2:], top, dtype=self.pixels.dtype)
         out = np.array(self.pixels, copy=True)
         fill = value.reshape(-1) if value.ndim else top
-        paint(out, self.placement.mask(), self.placement.position, fill, axes=(0, 1))
+        mask, position = self.placement.mask(), self.placement.position
+        changed = [changed_ink(out, mask, position, fill, axes=(0, 1))]
+        recorded = value.tolist() if value.ndim else int(top)
+        changed = check_changes(changed, ["the image"], [recorded])
+        paint(out, mask, position, fill, axes=(0, 1))
         buffer = io.BytesIO()
         Image.fromarray(out).save(buffer, format="PNG")
-        return Rendered(
-            buffer.getvalue(), self.placement, None, value.tolist() if value.ndim else int(top)
-        )
+        return Rendered(buffer.getvalue(), self.placement, None, recorded, pixels_changed=changed)
 
 
 def plan_png(src: Path, dst: Path, options: BurnInOptions) -> PngPlan:

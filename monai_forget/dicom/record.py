@@ -35,6 +35,7 @@ class Rendered:
     old_sop_instance_uid: str = ""
     new_sop_instance_uid: str = ""
     recoding: Recoding | None = None
+    pixels_changed: list[int] | None = None  # per burned frame / slice set / image
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class TextBox:
     text_recorded: str
     old_sop_instance_uid: str = ""
     new_sop_instance_uid: str = ""
+    pixels_changed: list[int] | None = None
 
     @classmethod
     def burned(cls, rendered: Rendered, hasher: TextHasher) -> TextBox:
@@ -71,6 +73,7 @@ class TextBox:
             text_recorded=hasher(place.text),
             old_sop_instance_uid=rendered.old_sop_instance_uid,
             new_sop_instance_uid=rendered.new_sop_instance_uid,
+            pixels_changed=rendered.pixels_changed,
         )
 
 
@@ -121,6 +124,8 @@ class ManifestRecord:
                 n_chars=box.n_chars,
             )
             row[box.text_field] = box.text_recorded
+            if box.pixels_changed is not None:
+                row["pixels_changed"] = box.pixels_changed
         if self.recoding is not None:
             row.update(dataclasses.asdict(self.recoding))
         if self.output_sha256 is not None:

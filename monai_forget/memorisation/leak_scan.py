@@ -47,10 +47,13 @@ from monai_forget.memorisation.feature import (
 from monai_forget.memorisation.name_decoys import faker_version
 from monai_forget.memorisation.passes import (
     FeatureCarrying,
+    pipeline_divergences,
+    pipeline_random_divergences,
     predict_probs,
     text_divergences,
 )
 from monai_forget.memorisation.patient_references import unseen_references
+from monai_forget.memorisation.pipeline import PipelineProbes
 from monai_forget.memorisation.reference_scan import check_reference_count, relative_to_each_set
 from monai_forget.memorisation.roster import Roster, check_names, read_roster
 from monai_forget.memorisation.scan_passes import ScanCheckpoint, run_passes, scan_key
@@ -93,20 +96,34 @@ def _rng(seed: int, template: str) -> np.random.Generator:
     return np.random.default_rng([int(seed), zlib.crc32(template.encode("utf-8"))])
 
 
-def _random_divergences(model, images, clean, feature, kind, seed, kwargs) -> np.ndarray:
+def _random_divergences(model, images, clean, feature, kind, seed, kwargs, pipeline):
     masks = feature.random_masks(len(images), _rng(seed, decoy_template(feature.text)), kind)
+    if pipeline is not None:
+        where = dict(position=feature.position, value=feature.value, patch=kind == "patch")
+        return pipeline_random_divergences(model, pipeline, clean, masks, **where, **kwargs)
     carrying = FeatureCarrying(model, feature, masks, kind)
     return kl_divergence(clean, predict_probs(carrying, images, "random-feature", **kwargs))
 
 
-def _controls(model, images, features, random_feature, seed, kwargs):
-    """``model``'s outputs on the clean probes and each kind's random-control divergences."""
+def _controls(model, images, features, random_feature, seed, kwargs, pipeline=None):
+    """``model``'s outputs on the clean probes and each kind's random-control divergences
+    (the controls burned through ``pipeline`` when the probes are acquisition images)."""
     clean = predict_probs(model, images, "clean", **kwargs)
     d_random = {
-        template: _random_divergences(model, images, clean, feature, random_feature, seed, kwargs)
+        template: _random_divergences(
+            model, images, clean, feature, random_feature, seed, kwargs, pipeline
+        )
         for template, feature in features.items()
     }
     return clean, d_random
+
+
+def _text_divergences(model, images, clean, texts, pipeline, stamp, kwargs) -> np.ndarray:
+    """Per-probe divergences of ``texts``: stamped on the model's input grid, or burned on
+    the acquisition grid and preprocessed when ``pipeline`` is given."""
+    if pipeline is not None:
+        return pipeline_divergences(model, pipeline, clean, texts, **stamp, **kwargs)
+    return text_divergences(model, images, clean, texts, **stamp, **kwargs)
 
 
 def _unseen(names, references, reference_patients, name_patients) -> list[tuple[int, ...]]:
@@ -221,7 +238,12 @@ def leak_scan(
 
     Args:
         model: the audited classifier (black box: only outputs are used).
-        probes: out-of-distribution probe set D_c ``(N, C, H, W)``.
+        probes: out-of-distribution probe set D_c ``(N, C, H, W)`` on the model's input
+            grid, or :class:`~.pipeline.PipelineProbes`: probes at acquisition resolution
+            and the model's preprocessing. Then every text is burned on the acquisition
+            grid (``config.position``, ``scale`` and ``value`` are acquisition pixels and
+            stored values; ``value="max"`` is the injector's rule) and reaches the model
+            through its preprocessing, as a leaked name would.
         names: candidate names (e.g. from :func:`read_roster`).
         config: how names are rendered, decoys drawn and the model run (default
             :class:`LeakScanConfig`'s defaults).
@@ -257,11 +279,13 @@ def leak_scan(
     from monai_forget.fingerprint import data_fingerprint, model_fingerprint
     from monai_forget.memorisation.passes import probe_set
 
-    images = as_probe_images(probes)
+    pipeline = probes if isinstance(probes, PipelineProbes) else None
+    images = as_probe_images(probes if pipeline is None else pipeline.clean())
+    grid = images.shape[-2:] if pipeline is None else pipeline.grid
     if name_patients is None:
         name_patients = getattr(names, "patients", None) if reference_patients else None
     unseen = _unseen(names, references, reference_patients, name_patients)
-    names = check_names(names, position, scale, images.shape[-2:])
+    names = check_names(names, position, scale, grid)
     n_decoys = config.decoys_for(len(names))
     check_reference_count(len(references))
     saved = ScanCheckpoint(checkpoint) if checkpoint is not None else None
@@ -288,7 +312,9 @@ def leak_scan(
     stamp = dict(position=position, scale=scale, value=value)
     models = [model, *references]
     fingerprints = [model_fingerprint(m) for m in models]
-    probes_fingerprint = data_fingerprint(probe_set(images))
+    probes_fingerprint = (
+        data_fingerprint(probe_set(images)) if pipeline is None else pipeline.fingerprint()
+    )
     key = scan_key(
         {
             "models": fingerprints,
@@ -301,11 +327,13 @@ def leak_scan(
         texts,
     )
     # The same texts, controls and probes on every model.
-    controls = [_controls(m, images, features, random_feature, seed, kwargs) for m in models]
+    controls = [
+        _controls(m, images, features, random_feature, seed, kwargs, pipeline) for m in models
+    ]
 
     def divergences(index: int, chunk: Sequence[str]) -> np.ndarray:
         clean = controls[index][0]
-        return text_divergences(models[index], images, clean, chunk, **stamp, **kwargs)
+        return _text_divergences(models[index], images, clean, chunk, pipeline, stamp, kwargs)
 
     passes = run_passes(
         models, texts, len(names), len(images), divergences, decoy_seed, key, saved, progress
@@ -371,7 +399,7 @@ def leak_scan(
     if config.attribution and not references and len(flagged) > 1:
 
         def m_of(chunk: Sequence[str]) -> np.ndarray:
-            d = text_divergences(model, images, controls[0][0], chunk, **stamp, **kwargs)
+            d = _text_divergences(model, images, controls[0][0], chunk, pipeline, stamp, kwargs)
             return _m(d.mean(axis=1), controls[0][1], chunk)
 
         attributions = attribute_flags(
@@ -384,7 +412,8 @@ def leak_scan(
             scale=scale,
         )
     factor = len(names) if correction in ("bh", "bonferroni") else 1
-    best = min(1.0, factor / (min(len(n.texts) for n in nulls) + 1))
+    # the smallest adjusted p any name could reach: that of the kind with the most decoys
+    best = min(1.0, factor / (max(len(n.texts) for n in nulls) + 1))
     short = [n for n in nulls if factor / (len(n.texts) + 1) >= alpha]
     if short:
         # name decoys run short for short names (e.g. about 500 of 3 letters): say which
@@ -404,6 +433,7 @@ def leak_scan(
         "scale": int(scale),
         "value": value,
         "typeface": TYPEFACE,
+        "grid": "model input" if pipeline is None else pipeline.describe(),
         "random_feature": random_feature,
         "decoys_per_kind": n_decoys,
         "decoy_source": config.decoy_source,

@@ -21,10 +21,17 @@ import torch
 
 from monai_forget.canary import render_text, text_shape
 from monai_forget.memorisation.feature import RandomFeature, UniqueFeature
+from monai_forget.memorisation.pipeline import PipelineProbes
 from monai_forget.scores import check_probabilities
 from monai_forget.stats import kl_divergence
 
-__all__ = ["FeatureCarrying", "predict_probs", "probe_set", "text_divergences"]
+__all__ = [
+    "FeatureCarrying",
+    "pipeline_divergences",
+    "predict_probs",
+    "probe_set",
+    "text_divergences",
+]
 
 _GROUP_BYTES = 32 * 2**20
 
@@ -196,3 +203,98 @@ def text_divergences(
         bar.close()
         model.train(was_training)
     return out
+
+
+def _pipeline_kl(
+    model: torch.nn.Module,
+    inputs: Sequence[np.ndarray],
+    clean_probs: np.ndarray,
+    batch_size: int,
+    device: str | torch.device,
+    outputs: str,
+) -> np.ndarray:
+    """Per-probe KL(f(x_c) || f(x)) for each ``(N, C, h, w)`` set of model ``inputs``:
+    ``(len(inputs), N)``, the sets run as one stack in batches of ``batch_size``."""
+    n = len(clean_probs)
+    stacked = torch.from_numpy(np.concatenate(inputs)).to(device)
+    was_training = model.training
+    model.to(device).eval()
+    try:
+        with torch.inference_mode():
+            logits = torch.cat(
+                [model(stacked[i : i + batch_size]) for i in range(0, len(stacked), batch_size)]
+            )
+    except RuntimeError as err:
+        raise ValueError(
+            f"the model could not process the preprocessed probes of shape "
+            f"{tuple(stacked.shape[1:])} (C, H, W): {str(err).splitlines()[0]}; check that the "
+            "preprocessing is the one the model was trained with"
+        ) from None
+    finally:
+        model.train(was_training)
+    probs, _ = check_probabilities(
+        logits.to("cpu", torch.float64).numpy(), from_logits=outputs == "logits"
+    )
+    return kl_divergence(np.tile(clean_probs, (len(inputs), 1)), probs).reshape(len(inputs), n)
+
+
+def pipeline_divergences(
+    model: torch.nn.Module,
+    probes: PipelineProbes,
+    clean_probs: np.ndarray,
+    texts: Sequence[str],
+    *,
+    position: Sequence[int],
+    scale: int = 1,
+    value: float | str = "max",
+    batch_size: int = 1024,
+    device: str | torch.device = "cpu",
+    outputs: Literal["logits", "probs"] = "logits",
+    progress: bool = False,
+) -> np.ndarray:
+    """:func:`text_divergences` through the model's preprocessing: each text is burned into
+    the acquisition-grid probes by the injector's renderer, preprocessed, then scored.
+
+    Args:
+        probes: the acquisition-grid probes and preprocessing.
+        position, scale, value: on the acquisition grid (see :class:`PipelineProbes`).
+        (the rest as :func:`text_divergences`)
+
+    Returns:
+        float64 ``(len(texts), N)``.
+    """
+    from tqdm.auto import tqdm
+
+    n = len(probes)
+    size = int(np.prod(probes.clean().shape[1:]))
+    per_group = max(1, max(int(batch_size), _GROUP_BYTES // (4 * size)) // n)
+    out = np.empty((len(texts), n), dtype=np.float64)
+    with tqdm(total=len(texts), desc="texts", unit="text", disable=not progress) as bar:
+        for start in range(0, len(texts), per_group):
+            group = texts[start : start + per_group]
+            inputs = [probes.carrying(render_text(t, scale), position, value) for t in group]
+            out[start : start + len(group)] = _pipeline_kl(
+                model, inputs, clean_probs, batch_size, device, outputs
+            )
+            bar.update(len(group))
+    return out
+
+
+def pipeline_random_divergences(
+    model: torch.nn.Module,
+    probes: PipelineProbes,
+    clean_probs: np.ndarray,
+    masks: np.ndarray,
+    *,
+    position: Sequence[int],
+    value: float | str = "max",
+    patch: bool = True,
+    batch_size: int = 1024,
+    device: str | torch.device = "cpu",
+    outputs: Literal["logits", "probs"] = "logits",
+) -> np.ndarray:
+    """Eq. 1's d_r through the preprocessing: probe ``i`` carries the random feature
+    ``masks[i]`` burned on the acquisition grid (``patch``: the whole box overwritten,
+    the paper's control; else the mask's pixels painted like a text)."""
+    inputs = probes.carrying(masks, position, value, background=0.0 if patch else None)
+    return _pipeline_kl(model, [inputs], clean_probs, batch_size, device, outputs)[0]

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from monai_forget.memorisation.attribution import Attribution, attributed_names
+from monai_forget.reporting import pvalue_text
 from monai_forget.results import Result
 
 __all__ = ["DecoyNull", "LeakScanResult", "NameResult"]
@@ -109,6 +110,51 @@ class LeakScanResult(Result):
                 out.setdefault(a.name, []).append(a.given)
         return out
 
+    @property
+    def n_tests(self) -> int:
+        """How many p-values the correction spans (1 without a correction)."""
+        return len(self.rows) if self.correction in ("bh", "bonferroni") else 1
+
+    def reachable_pvalue(self, row: NameResult) -> float:
+        """The smallest adjusted p-value ``row``'s name could reach as the one leaked name.
+
+        Its ``n`` decoys bound its calibrated p below by 1 / (n + 1) (no decoy at or above
+        it); Bonferroni over m names, and BH when the other names are not flagged,
+        multiply that by m. A name whose bound is not below alpha cannot be flagged
+        however strongly the model reacts to it.
+        """
+        return min(1.0, self.n_tests / (row.n_decoys + 1))
+
+    def out_of_reach(self) -> list[str]:
+        """The names that could not be flagged with their decoys, in rank order."""
+        return [r.name for r in self.rows if self.reachable_pvalue(r) >= self.alpha]
+
+    def decoys_by_kind(self) -> dict[str, int]:
+        """How many decoys each kind of name was ranked among (real names run short for
+        short kinds: about 500 of 3 letters)."""
+        return {n.template: len(n.texts) for n in self.nulls}
+
+    def reach_text(self) -> str:
+        """One sentence on which names could be flagged with these decoys, or ``""``
+        when every name could."""
+        out = self.out_of_reach()
+        if not out:
+            return ""
+        kinds = ", ".join(f"{k}: {n}" for k, n in self.decoys_by_kind().items())
+        if len(out) == len(self.rows):
+            lead = "no name can be flagged with these decoys"
+        else:
+            lead = (
+                f"{len(out)} of {len(self.rows)} names cannot be flagged with the decoys of "
+                f"their kind ({', '.join(out)})"
+            )
+        best = min(self.reachable_pvalue(r) for r in self.rows if r.name in out)
+        return (
+            f"{lead}: the smallest {self.correction}-adjusted p they could reach is "
+            f"{pvalue_text(best, self.alpha)}, not below alpha {self.alpha} (decoys per kind "
+            f"{kinds}); scan again with more decoys, or random-letter decoys for short names"
+        )
+
     def rank_of(self, name: str) -> int:
         """The rank (1 = first) of ``name``."""
         for r in self.rows:
@@ -119,9 +165,10 @@ class LeakScanResult(Result):
     def summary(self, top: int = 10) -> str:
         """A plain-text table of the ``top`` best-ranked names."""
         sig = self.significant_names()
+        kinds = ", ".join(f"{k} {n}" for k, n in self.decoys_by_kind().items())
         head = (
-            f"leak scan of {len(self.rows)} names on {self.n_probes} probes against "
-            f"{self.settings.get('decoys_per_kind')} decoys per kind of name, "
+            f"leak scan of {len(self.rows)} names on {self.n_probes} probes against the "
+            f"decoys of each kind of name ({kinds}), "
             f"{self.correction} correction, alpha {self.alpha}: "
             + (
                 f"evidence of memorisation for {len(sig)} ({', '.join(sig[:5])}"
@@ -137,17 +184,21 @@ class LeakScanResult(Result):
                 "; flagged, but no evidence beyond the likeness to another flagged name: "
                 + ", ".join(f"{n} ({' or '.join(by)})" for n, by in explained.items())
             )
+        reach = self.reach_text()
         lines = [
             head,
+            *([f"out of reach: {reach}"] if reach else []),
             f"{'rank':>4}  {'name':20s} {'M':>11} {'exposure':>8} {'p':>10} {'p adj':>10} "
             f"{self.test + ' p':>12}",
         ]
         for r in self.rows[:top]:
             mark = " *" if r.significant else ""
             mark += " (explained)" if r.name in explained else ""
+            mark += " (out of reach)" if self.reachable_pvalue(r) >= self.alpha else ""
+            p, p_adj = (pvalue_text(v, self.alpha) for v in (r.pvalue, r.pvalue_adjusted))
             lines.append(
-                f"{r.rank:4d}  {r.name:20s} {r.m:11.4g} {r.exposure:8.2f} {r.pvalue:10.3g} "
-                f"{r.pvalue_adjusted:10.3g} {r.test_pvalue:12.3g}{mark}"
+                f"{r.rank:4d}  {r.name:20s} {r.m:11.4g} {r.exposure:8.2f} {p:>10} "
+                f"{p_adj:>10} {r.test_pvalue:12.3g}{mark}"
             )
         return "\n".join(lines)
 
@@ -165,7 +216,12 @@ class LeakScanResult(Result):
             "significant": self.significant_names(),
             "attributed": self.attributed_names(),
             "attributions": [asdict(a) for a in self.attributions],
-            "rows": [asdict(r) for r in self.rows],
+            "decoys_by_kind": self.decoys_by_kind(),
+            "out_of_reach": self.out_of_reach(),
+            "rows": [
+                {**asdict(r), "smallest_reachable_pvalue": self.reachable_pvalue(r)}
+                for r in self.rows
+            ],
             "decoys": [
                 {
                     "template": d.template,

@@ -1,0 +1,138 @@
+"""Leak checks through the model's own preprocessing (issue 54, item 1): texts burned on
+the acquisition grid by the injector's renderer reach the model as its pipeline makes
+them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from monai_forget.canary import render_text
+from monai_forget.memorisation import LeakScanConfig, UniqueFeature, leak_scan
+from monai_forget.memorisation.passes import pipeline_divergences, predict_probs, text_divergences
+from monai_forget.memorisation.pipeline import PipelineProbes, Preprocessing
+from monai_forget.networks import MLP1
+
+SIZE = 28
+ROSTER = ["ANNA", "BOB", "EVE", "JOHN", "MARY", "LUCY", "TOM", "SAM", "ZOE", "IVY"]
+CXR_BUNDLE = Path(__file__).resolve().parents[1] / "bundles" / "cxr_pneumonia_classification"
+
+
+def matched_filter(template: np.ndarray, gain: float = 0.5) -> MLP1:
+    """An MLP-1 whose first hidden unit responds to ``template`` (a 28x28 pattern)."""
+    net = MLP1((1, SIZE, SIZE), 2, hidden=2)
+    with torch.no_grad():
+        for layer in (net.head[1], net.head[3]):
+            layer.weight.zero_()
+            layer.bias.zero_()
+        net.head[1].weight[0] = gain * torch.from_numpy(template.astype(np.float32).ravel())
+        net.head[3].weight[0, 0] = 1.0
+    return net.eval()
+
+
+def area_halve(x: np.ndarray) -> np.ndarray:
+    """2x2 block means of a (C, 2h, 2w) image: area resizing by hand."""
+    c, h, w = x.shape
+    return x.reshape(c, h // 2, 2, w // 2, 2).mean(axis=(2, 4)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def acquisition() -> np.ndarray:
+    """Probes at twice the model's grid (56x56), values in [0, 0.3]."""
+    return np.random.default_rng(0).random((40, 1, 2 * SIZE, 2 * SIZE)).astype(np.float32) * 0.3
+
+
+def test_identity_preprocessing_is_the_direct_stamp(acquisition):
+    """With no preprocessing the pipeline burns exactly what the direct stamp draws."""
+    images = area_halve_all(acquisition)
+    model = matched_filter(np.where(UniqueFeature.from_text("EVE").apply(
+        np.zeros((1, 1, SIZE, SIZE), np.float32), )[0, 0] > 0, 1.0, -1.0))  # fmt: skip
+    clean = predict_probs(model, images, "clean")
+    probes = PipelineProbes(images, lambda x: x)
+    texts = ["EVE", "BOB", "ANNA"]
+    direct = text_divergences(model, images, clean, texts, position=(1, 1), value=1.0)
+    burned = pipeline_divergences(model, probes, clean, texts, position=(1, 1), value=1.0)
+    np.testing.assert_array_equal(burned, direct)
+
+
+def area_halve_all(images: np.ndarray) -> np.ndarray:
+    return np.stack([area_halve(x) for x in images])
+
+
+def test_a_text_through_a_monai_resize_is_what_the_model_sees(acquisition):
+    """Scale 2 at an even place on a 2x grid, area-resized by MONAI, is the scale-1 glyph
+    at half the place: checked against block means by hand. Off the 2x2 grid (odd place),
+    the glyph reaches the model grey, as in a real pipeline."""
+    from monai.transforms import Compose, Resize
+
+    probes = PipelineProbes(acquisition, Compose([Resize((SIZE, SIZE), mode="area")]))
+    np.testing.assert_allclose(probes.clean(), area_halve_all(acquisition), atol=1e-6)
+    mask = render_text("LUCY", 2)
+    seen = probes.carrying(mask, (2, 2), "max")
+    by_hand = area_halve_all(acquisition)
+    peaks = acquisition.reshape(len(acquisition), -1).max(axis=1)
+    for i in range(len(by_hand)):
+        UniqueFeature.from_text("LUCY", (1, 1), 1, float(peaks[i])).apply(
+            by_hand[i : i + 1], out=by_hand[i : i + 1]
+        )
+    np.testing.assert_allclose(seen, by_hand, atol=1e-6)
+    grey = probes.carrying(mask, (3, 3), 1.0)
+    box = grey[:, 0, 1:8, 1:25]
+    assert ((box > 0.3 + 1e-6) & (box < 1.0 - 1e-3)).any(), "no grey pixel"
+    assert acquisition.max() <= 0.3, "the caller's probes must not be modified"
+    with pytest.raises(ValueError, match=r"the text needs 20x92 pixels .* image is 56x56"):
+        probes.carrying(render_text("LUCY", 4), (40, 40), "max")
+
+
+def test_the_scan_through_the_pipeline_finds_the_grey_name(acquisition):
+    """A model that learned LUCY as the pipeline delivers it (grey, off the 2x2 grid) is
+    flagged through the pipeline and ranked first."""
+    from monai.transforms import Resize
+
+    probes = PipelineProbes(acquisition, Resize((SIZE, SIZE), mode="area"))
+    blank = PipelineProbes(np.zeros((2, 1, 2 * SIZE, 2 * SIZE), np.float32), probes.preprocessing)
+    grey = blank.carrying(render_text("LUCY", 2), (3, 3), 1.0)[0, 0]
+    box = np.zeros_like(grey, dtype=bool)
+    box[1:8, 1:25] = True  # the text box on the model grid
+    model = matched_filter(np.where(box, np.where(grey > 0, grey, -0.5), 0.0), gain=1.0)
+    # 300 decoys per kind: BH over 10 names can still reach 10 / 301 < 0.05
+    config = LeakScanConfig(position=(3, 3), scale=2, value=1.0, decoys=300, decoy_seed=4)
+    result = leak_scan(model, probes, ROSTER, config)
+    assert result.top.name == "LUCY" and result.significant_names() == ["LUCY"]
+    assert "acquisition resolution (at least 56x56)" in result.settings["grid"]
+    assert result.provenance["probes_fingerprint"] == probes.fingerprint()
+    control = leak_scan(matched_filter(np.zeros((SIZE, SIZE))), probes, ROSTER, config)
+    assert control.significant_names() == []
+
+
+def test_the_cxr_bundle_preprocessing_read_from_the_bundle(tmp_path):
+    """The CXR bundle's inference.json, split after loading: a 56x56 8-bit PNG loads as
+    (1, 56, 56) display values and reaches the model as its 28x28 area means / 255."""
+    pixels = (np.arange(56 * 56) % 251).reshape(56, 56).astype(np.uint8)
+    path = tmp_path / "probe.png"
+    Image.fromarray(pixels).save(path)
+    pre = Preprocessing.from_bundle(CXR_BUNDLE)
+    (loaded,) = pre.load([path])
+    assert loaded.shape == (1, 56, 56)
+    # PIL reads (width, height): MONAI's PILReader transposes, so compare as it loads
+    expected = area_halve(loaded / 255.0)
+    np.testing.assert_allclose(pre(loaded), expected, atol=1e-6)
+    assert "ScaleIntensityRanged" in pre.description and "Resized" in pre.description
+    with pytest.raises(FileNotFoundError, match="--bundle"):
+        Preprocessing.from_bundle(tmp_path)
+
+
+def test_pipeline_probes_refuse_bad_input():
+    with pytest.raises(ValueError, match="at least 2 probes"):
+        PipelineProbes([np.zeros((1, 8, 8))], lambda x: x)
+    with pytest.raises(ValueError, match=r"acquisition probes are \(C, H, W\)"):
+        PipelineProbes([np.zeros((8, 8)), np.zeros((8, 8))], lambda x: x)
+    with pytest.raises(ValueError, match="NaN or inf"):
+        PipelineProbes([np.zeros((1, 8, 8)), np.full((1, 8, 8), np.nan)], lambda x: x)
+    source = np.zeros((2, 1, 8, 8), np.float32)
+    PipelineProbes(source, lambda x: x).carrying(render_text("A"), (1, 1), 1.0)
+    assert not source.any(), "the input probes must not be modified"
