@@ -136,3 +136,53 @@ def test_pipeline_probes_refuse_bad_input():
     source = np.zeros((2, 1, 8, 8), np.float32)
     PipelineProbes(source, lambda x: x).carrying(render_text("A"), (1, 1), 1.0)
     assert not source.any(), "the input probes must not be modified"
+
+
+@pytest.mark.parametrize("mode", ["area", "bilinear", "nearest"])
+def test_the_box_local_shortcut_is_the_whole_chain(mode):
+    """Pointwise intensity scaling then a resize (a non-integer ratio, 100 -> 28): the
+    shortcut's model inputs equal the whole chain's for every probe, text and control,
+    and a chain it does not describe (a global normalisation) runs whole."""
+    from monai.transforms import Compose, NormalizeIntensityd, Resized, ScaleIntensityRanged
+
+    rng = np.random.default_rng(1)
+    images = [rng.integers(0, 4096, (1, 100, 100)).astype(np.float32) for _ in range(5)]
+    images.append(rng.integers(0, 4096, (1, 90, 120)).astype(np.float32))  # another size
+    chain = Compose(
+        [
+            ScaleIntensityRanged("image", 0, 4095, 0.0, 1.0, clip=True),
+            Resized("image", (SIZE, SIZE), mode=mode),
+        ]
+    )
+    fast = PipelineProbes(images, Preprocessing(chain, "image"))
+    whole = PipelineProbes(images, Preprocessing(chain, "image"), box_local=False)
+    for text, value, background in (("LUCY", "max", None), ("AB", 5000.0, None)):
+        mask = render_text(text, 3)
+        np.testing.assert_allclose(
+            fast.carrying(mask, (7, 5), value, background),
+            whole.carrying(mask, (7, 5), value, background),
+            atol=2e-6,
+        )
+    assert fast.shortcut and not whole.shortcut
+    patches = rng.random((6, 15, 20)) < 0.5
+    np.testing.assert_allclose(
+        fast.carrying(patches, (3, 4), "max", 0.0),
+        whole.carrying(patches, (3, 4), "max", 0.0),
+        atol=2e-6,
+    )
+    normalised = Compose([NormalizeIntensityd("image"), Resized("image", (SIZE, SIZE))])
+    global_stats = PipelineProbes(images, Preprocessing(normalised, "image"))
+    mask = render_text("LUCY", 3)
+    by_chain = [normalised({"image": _burned(x, mask, (7, 5))})["image"] for x in images]
+    np.testing.assert_allclose(
+        global_stats.carrying(mask, (7, 5), "max"), np.stack(by_chain), atol=2e-6
+    )
+    assert not global_stats.shortcut, "a global normalisation is not box-local"
+
+
+def _burned(x: np.ndarray, mask: np.ndarray, position: tuple[int, int]) -> np.ndarray:
+    out = np.array(x, copy=True)
+    r, c = position
+    region = out[:, r : r + mask.shape[0], c : c + mask.shape[1]]
+    region[:, mask] = x.max()
+    return out

@@ -207,16 +207,16 @@ def text_divergences(
 
 def _pipeline_kl(
     model: torch.nn.Module,
-    inputs: Sequence[np.ndarray],
+    inputs: np.ndarray,
     clean_probs: np.ndarray,
     batch_size: int,
     device: str | torch.device,
     outputs: str,
 ) -> np.ndarray:
-    """Per-probe KL(f(x_c) || f(x)) for each ``(N, C, h, w)`` set of model ``inputs``:
-    ``(len(inputs), N)``, the sets run as one stack in batches of ``batch_size``."""
+    """Per-probe KL(f(x_c) || f(x)) for each ``(N, C, h, w)`` set of model ``inputs``
+    ``(G, N, C, h, w)``: ``(G, N)``, the sets run as one stack in batches of ``batch_size``."""
     n = len(clean_probs)
-    stacked = torch.from_numpy(np.concatenate(inputs)).to(device)
+    stacked = torch.from_numpy(inputs.reshape(-1, *inputs.shape[2:])).to(device)
     was_training = model.training
     model.to(device).eval()
     try:
@@ -268,15 +268,18 @@ def pipeline_divergences(
     n = len(probes)
     size = int(np.prod(probes.clean().shape[1:]))
     per_group = max(1, max(int(batch_size), _GROUP_BYTES // (4 * size)) // n)
+    by_length: dict[int, list[int]] = {}  # texts of one length share a box
+    for i, text in enumerate(texts):
+        by_length.setdefault(len(text), []).append(i)
     out = np.empty((len(texts), n), dtype=np.float64)
     with tqdm(total=len(texts), desc="texts", unit="text", disable=not progress) as bar:
-        for start in range(0, len(texts), per_group):
-            group = texts[start : start + per_group]
-            inputs = [probes.carrying(render_text(t, scale), position, value) for t in group]
-            out[start : start + len(group)] = _pipeline_kl(
-                model, inputs, clean_probs, batch_size, device, outputs
-            )
-            bar.update(len(group))
+        for indices in by_length.values():
+            for start in range(0, len(indices), per_group):
+                group = indices[start : start + per_group]
+                chosen = [texts[i] for i in group]
+                inputs = probes.carrying_texts(chosen, position, scale, value, reuse=True)
+                out[group] = _pipeline_kl(model, inputs, clean_probs, batch_size, device, outputs)
+                bar.update(len(group))
     return out
 
 
@@ -297,4 +300,4 @@ def pipeline_random_divergences(
     ``masks[i]`` burned on the acquisition grid (``patch``: the whole box overwritten,
     the paper's control; else the mask's pixels painted like a text)."""
     inputs = probes.carrying(masks, position, value, background=0.0 if patch else None)
-    return _pipeline_kl(model, [inputs], clean_probs, batch_size, device, outputs)[0]
+    return _pipeline_kl(model, inputs[None], clean_probs, batch_size, device, outputs)[0]

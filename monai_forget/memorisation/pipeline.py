@@ -16,6 +16,14 @@ own preprocessing:
   preprocessing; :meth:`PipelineProbes.carrying` gives the model inputs of the probes
   carrying a mask, which :func:`~monai_forget.memorisation.passes.pipeline_divergences`
   feeds to the model for many texts at once.
+
+Only the text's box changes, so a chain of pointwise intensity transforms followed by a
+resize (the usual classification pipeline: scale, clip, resize) need not run whole for
+every text: the burned box's change is passed through the pointwise part on the box alone
+and through the resize as its two separable matrices (read off the resize itself), then
+added to the clean model input (:class:`_BoxLocal`). That shortcut is checked against the
+whole chain on sample probes and texts before it is used; a chain it does not match runs
+whole for every text.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from monai_forget.canary import check_fits, paint
+from monai_forget.canary import check_fits, paint, render_text
 
 __all__ = ["PipelineProbes", "Preprocessing"]
 
@@ -129,6 +137,98 @@ class Preprocessing:
         return cls(model_chain, key, loader, f"{path.name} of bundle {root.name}: {steps}")
 
 
+#: Transforms after the resize that leave values alone (type and device conversions).
+_VALUE_PRESERVING = ("EnsureType", "EnsureTyped", "CastToType", "CastToTyped", "ToTensor",
+                     "ToTensord", "ToNumpy", "ToNumpyd", "Identity", "Identityd")  # fmt: skip
+_RESIZES = ("Resize", "Resized")
+
+
+class _BoxLocal:
+    """The box-local shortcut for ``pointwise prefix -> resize -> value-preserving suffix``.
+
+    ``model input(x burned) = model input(x) + R(P(x burned) - P(x))`` where ``P`` is the
+    prefix (applied to the box alone: pointwise) and ``R`` the resize, linear and
+    separable: ``R(D) = A_r D A_c^T`` with ``A_r`` (h x H) and ``A_c`` (w x W) read off the
+    resize by passing indicator rows and columns through it. Exact for such chains; the
+    caller checks it against the whole chain before trusting it.
+    """
+
+    def __init__(self, preprocessing: Preprocessing) -> None:
+        from monai.transforms import Compose
+
+        chain = list(getattr(preprocessing.transform, "transforms", ()))
+        names = [type(t).__name__ for t in chain]
+        resizes = [i for i, n in enumerate(names) if n in _RESIZES]
+        if not resizes or any(n not in _VALUE_PRESERVING for n in names[resizes[-1] + 1 :]):
+            raise ValueError("not a chain that ends in a resize")
+        self.key = preprocessing.key
+        self.prefix = Compose(chain[: resizes[-1]])
+        self.resize = chain[resizes[-1]]
+        self._matrices: dict[tuple[int, int, int], dict[int, np.ndarray]] = {}
+
+    def _apply(self, transform: Callable, image: np.ndarray) -> np.ndarray:
+        if self.key is None:
+            return _as_array(transform(image))
+        return _as_array(transform({self.key: image})[self.key])
+
+    def weights(self, shape: tuple[int, int], axis: int, indices: range) -> np.ndarray:
+        """Columns ``indices`` of ``A_r`` (``axis`` 0) or ``A_c`` (1) for acquisition images
+        of ``shape``: column r of ``A_r`` is the resize of an image whose row r is 1 (the
+        resize is separable and ``A_c``'s rows sum to 1), likewise for ``A_c``; computed
+        once per index."""
+        known = self._matrices.setdefault((*shape, axis), {})
+        missing = [i for i in indices if i not in known]
+        rows, cols = shape
+        for start in range(0, len(missing), 16):
+            chunk = missing[start : start + 16]
+            basis = np.zeros((len(chunk), rows, cols), np.float32)
+            for k, index in enumerate(chunk):
+                (basis[k, index, :] if axis == 0 else basis[k, :, index])[...] = 1.0
+            out = self._apply(self.resize, basis)  # channels: a batch of indicators
+            for k, index in enumerate(chunk):
+                known[index] = (out[k, :, 0] if axis == 0 else out[k, 0, :]).astype(np.float64)
+        return np.stack([known[i] for i in indices], axis=1)
+
+    def carrying(
+        self, images: Sequence[np.ndarray], clean: np.ndarray, burned_boxes: np.ndarray,
+        clean_boxes: np.ndarray, box: tuple[int, int, int, int],
+    ) -> np.ndarray:  # fmt: skip
+        """Model inputs ``(G, N, C, h, w)`` of the probes whose ``box`` (row, col, height,
+        width) holds ``burned_boxes[g]`` ``(N, C, bh, bw)`` instead of ``clean_boxes``."""
+        row, col, height, width = box
+        groups, n = burned_boxes.shape[:2]
+        # P on every box side by side (pointwise, so one call serves every probe and text)
+        wide = np.concatenate([burned_boxes.reshape(-1, *clean_boxes.shape[1:]), clean_boxes])
+        wide = wide.transpose(1, 2, 0, 3).reshape(wide.shape[1], height, -1)
+        mapped = self._apply(self.prefix, wide).reshape(-1, height, (groups + 1) * n, width)
+        mapped = mapped.transpose(2, 0, 1, 3)  # (boxes, C, bh, bw)
+        delta = mapped[: groups * n].reshape(groups, n, *mapped.shape[1:]) - mapped[groups * n :]
+        out = np.repeat(clean[None], groups, axis=0)
+        for shape in {x.shape[-2:] for x in images}:
+            r = self.weights(shape, 0, range(row, row + height))
+            c = self.weights(shape, 1, range(col, col + width))
+            out_rows = np.flatnonzero(np.abs(r).sum(axis=1))
+            out_cols = np.flatnonzero(np.abs(c).sum(axis=1))
+            which = [i for i, x in enumerate(images) if x.shape[-2:] == shape]
+            change = np.einsum(
+                "hr,gncrw,vw->gnchv", r[out_rows], delta[:, which], c[out_cols], optimize=True
+            )
+            block = np.ix_(range(groups), which, range(out.shape[2]), out_rows, out_cols)
+            out[block] += change.astype(np.float32)
+        return out
+
+
+def _scatter(change: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """``change`` over the footprint ``rows x cols`` placed in their bounding block."""
+    if rows[-1] - rows[0] + 1 == len(rows) and cols[-1] - cols[0] + 1 == len(cols):
+        return change
+    block = np.zeros(
+        (*change.shape[:3], rows[-1] - rows[0] + 1, cols[-1] - cols[0] + 1), change.dtype
+    )
+    block[..., (rows - rows[0])[:, None], (cols - cols[0])[None, :]] = change
+    return block
+
+
 @dataclass
 class PipelineProbes:
     """Out-of-distribution probes at acquisition resolution and the model's preprocessing.
@@ -151,7 +251,13 @@ class PipelineProbes:
 
     images: Sequence[np.ndarray]
     preprocessing: Callable[[np.ndarray], np.ndarray]
+    box_local: bool = True
     _clean: np.ndarray | None = field(default=None, init=False, repr=False)
+    _local: _BoxLocal | None = field(default=None, init=False, repr=False)
+    _checked: bool = field(default=False, init=False, repr=False)
+    _peaks: list[float] | None = field(default=None, init=False, repr=False)
+    _responses: dict = field(default_factory=dict, init=False, repr=False)
+    _buffer: np.ndarray | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         images = [np.array(_as_array(x), copy=True) for x in self.images]
@@ -170,6 +276,11 @@ class PipelineProbes:
                 raise ValueError(f"probe {i} has NaN or inf pixels; drop or repair it")
             x.flags.writeable = False
         self.images = images
+        if self.box_local and isinstance(self.preprocessing, Preprocessing):
+            try:
+                self._local = _BoxLocal(self.preprocessing)
+            except ValueError:
+                self._local = None
 
     def __len__(self) -> int:
         return len(self.images)
@@ -188,7 +299,9 @@ class PipelineProbes:
     def values(self, value: float | str) -> list[float]:
         """The burned value per probe."""
         if value == "max":
-            return [float(x.max()) for x in self.images]
+            if self._peaks is None:
+                self._peaks = [float(x.max()) for x in self.images]
+            return list(self._peaks)
         return [float(value)] * len(self.images)
 
     def clean(self) -> np.ndarray:
@@ -222,23 +335,175 @@ class PipelineProbes:
             ValueError: a mask that does not fit a probe at ``position``.
         """
         masks = np.asarray(masks, dtype=bool)
-        per_probe = masks if masks.ndim == 3 else np.broadcast_to(masks, (len(self), *masks.shape))
-        if len(per_probe) != len(self):
-            raise ValueError(f"{len(per_probe)} masks for {len(self)} probes")
+        if masks.ndim == 3 and len(masks) != len(self):
+            raise ValueError(f"{len(masks)} masks for {len(self)} probes")
+        per_probe = masks[None] if masks.ndim == 3 else masks[None, None]
+        return self._carrying(per_probe, position, value, background)[0]
+
+    def carrying_each(
+        self, masks: np.ndarray, position: Sequence[int], value: float | str = "max"
+    ) -> np.ndarray:
+        """The model inputs ``(G, N, C, h, w)`` of the probes carrying each of the ``G``
+        masks ``(G, h, w)`` in turn (the texts of one length: one box)."""
+        masks = np.asarray(masks, dtype=bool)
+        return self._carrying(masks[:, None], position, value, None)
+
+    def carrying_texts(
+        self,
+        texts: Sequence[str],
+        position: Sequence[int],
+        scale: int,
+        value: float | str,
+        reuse: bool = False,
+    ) -> np.ndarray:
+        """The model inputs ``(G, N, C, h, w)`` of the probes carrying each text (all of one
+        length) in the 5x5 typeface at ``scale``.
+
+        With the box-local shortcut, a text's change to the model input is a sum over its
+        glyph pixels: each ``scale x scale`` block of ink contributes the resize of the
+        pointwise change it makes, which depends on the probe and the block, not on the
+        text. Those contributions are computed once per probe (:meth:`_glyph_responses`),
+        so a text costs a weighted sum over its glyph pixels, about what stamping it on the
+        model grid costs; checked against the whole chain on first use. With ``reuse`` the
+        result is written into a buffer that the next call overwrites (fresh large
+        allocations per group cost page faults).
+        """
+        glyphs = np.stack([render_text(t) for t in texts])
+
+        def masks_of(chosen: Sequence[str]) -> np.ndarray:
+            return np.stack([render_text(t, scale) for t in chosen])
+
+        if self._local is not None and not self._checked:
+            masks = masks_of(texts[:1])
+            first = np.broadcast_to(masks[:1, None], (1, len(self), *masks.shape[1:]))
+            self._check_box_local(first, position, self.values(value), None)
+        if self._local is None:
+            return self.carrying_each(masks_of(texts), position, value)
+        key = (tuple(int(p) for p in position), int(scale), value, glyphs.shape[1:])
+        if key not in self._responses:
+            self._responses[key] = self._glyph_responses(*key)
+            responses, rows, cols = self._responses[key]
+            fast = self._sum_responses(glyphs[:2], responses, rows, cols)
+            masks = masks_of(texts[:2])
+            two = np.broadcast_to(masks[:, None], (len(fast), len(self), *masks.shape[1:]))
+            exact = self._whole(two, position, self.values(value), None)
+            scale_of = max(float(np.ptp(exact)), 1e-6)
+            if np.abs(fast - exact).max() > 1e-4 * scale_of:
+                self._local = None  # never seen for a chain the box check accepted
+                return self.carrying_each(masks_of(texts), position, value)
+        return self._sum_responses(glyphs, *self._responses[key], reuse=reuse)
+
+    def _glyph_responses(self, position, scale, value, glyph_shape):
+        """Per probe, the model-input change of each glyph pixel's ``scale x scale`` ink
+        block over the text's footprint rows and columns: ``(gh * gw, N * C * fh * fw)``,
+        with those rows and columns."""
+        gh, gw = glyph_shape
+        height, width = gh * scale, gw * scale
+        ink = np.ones((1, len(self), height, width), dtype=bool)
+        burned, clean = self._burned_boxes(ink, position, self.values(value), None)
+        n = len(self)
+        both = np.concatenate([burned[0], clean])
+        wide = both.transpose(1, 2, 0, 3).reshape(both.shape[1], height, -1)
+        mapped = self._local._apply(self._local.prefix, wide)
+        mapped = mapped.reshape(-1, height, 2 * n, width).transpose(2, 0, 1, 3)
+        delta = (mapped[:n] - mapped[n:]).astype(np.float64)  # (N, C, H, W): all ink
+        row, col = (int(p) for p in position)
+        shapes = {x.shape[-2:] for x in self.images}
+        if len(shapes) > 1:
+            raise ValueError("glyph responses need probes of one size")
+        (shape,) = shapes
+        r = self._local.weights(shape, 0, range(row, row + height))
+        c = self._local.weights(shape, 1, range(col, col + width))
+        rows = np.flatnonzero(np.abs(r).sum(axis=1))
+        cols = np.flatnonzero(np.abs(c).sum(axis=1))
+        r = r[rows].reshape(len(rows), gh, scale)
+        c = c[cols].reshape(len(cols), gw, scale)
+        d = delta.reshape(n, delta.shape[1], gh, scale, gw, scale)
+        responses = np.einsum("hay,ncaybx,wbx->abnchw", r, d, c, optimize=True)
+        # one row per glyph pixel, so a text's change is one matrix product
+        return np.ascontiguousarray(responses.astype(np.float32).reshape(gh * gw, -1)), rows, cols
+
+    def _sum_responses(self, glyphs, responses, rows, cols, reuse=False) -> np.ndarray:
+        clean = self.clean()
+        weights = glyphs.reshape(len(glyphs), -1).astype(np.float32)
+        change = (weights @ responses).reshape(
+            len(glyphs), len(clean), clean.shape[1], len(rows), len(cols)
+        )
+        shape = (len(glyphs), *clean.shape)
+        if not reuse:
+            out = np.empty(shape, np.float32)
+        else:
+            if self._buffer is None or self._buffer.size < np.prod(shape):
+                self._buffer = np.empty(int(np.prod(shape)), np.float32)
+            out = self._buffer[: int(np.prod(shape))].reshape(shape)
+        out[...] = clean[None]
+        out[:, :, :, rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1] += _scatter(change, rows, cols)
+        return out
+
+    def _carrying(self, masks, position, value, background) -> np.ndarray:
+        """``masks`` ``(G, N or 1, h, w)`` -> model inputs ``(G, N, C, h, w)``."""
+        masks = np.broadcast_to(masks, (masks.shape[0], len(self), *masks.shape[2:]))
+        for x in self.images:
+            check_fits(masks.shape[2:], position, x.shape[-2:])
+        values = self.values(value)
+        if self._local is not None and not self._checked:
+            self._check_box_local(masks, position, values, background)
+        if self._local is not None:
+            burned, clean_boxes = self._burned_boxes(masks, position, values, background)
+            box = (int(position[0]), int(position[1]), *masks.shape[2:])
+            return self._local.carrying(self.images, self.clean(), burned, clean_boxes, box)
+        return self._whole(masks, position, values, background)
+
+    @property
+    def shortcut(self) -> bool:
+        """Whether texts go through the box-local shortcut (checked on first use)."""
+        return self._local is not None
+
+    def _burned_boxes(self, masks, position, values, background):
+        """The text boxes ``(G, N, C, bh, bw)`` burned with ``masks``, and clean ``(N, ...)``."""
+        row, col = (int(p) for p in position)
+        height, width = masks.shape[2:]
+        clean = np.stack([x[:, row : row + height, col : col + width] for x in self.images])
+        base = clean if background is None else np.full_like(clean, background)
+        fill = np.asarray(values, dtype=np.float32)[None, :, None, None, None]
+        burned = np.where(masks[:, :, None], fill, base[None])
+        return burned.astype(np.float32), clean
+
+    def _whole(self, masks, position, values, background) -> np.ndarray:
+        """Every probe through the whole preprocessing, once per mask."""
         out = None
         row, col = (int(p) for p in position)
-        for i, (x, v) in enumerate(zip(self.images, self.values(value), strict=True)):
-            check_fits(per_probe[i].shape, position, x.shape[-2:])
-            burned = np.array(x, copy=True)
-            if background is not None:
-                h, w = per_probe[i].shape
-                burned[..., row : row + h, col : col + w] = background
-            paint(burned, per_probe[i], position, v)
-            model_input = self.preprocessing(burned)
-            if out is None:
-                out = np.empty((len(self), *model_input.shape), dtype=np.float32)
-            out[i] = model_input
+        height, width = masks.shape[2:]
+        for g in range(masks.shape[0]):
+            for i, (x, v) in enumerate(zip(self.images, values, strict=True)):
+                burned = np.array(x, copy=True)
+                if background is not None:
+                    burned[..., row : row + height, col : col + width] = background
+                paint(burned, masks[g, i], position, v)
+                model_input = self.preprocessing(burned)
+                if out is None:
+                    out = np.empty((len(masks), len(self), *model_input.shape), np.float32)
+                out[g, i] = model_input
         return out
+
+    def _check_box_local(self, masks, position, values, background) -> None:
+        """Trust the shortcut only where it gives what the whole chain gives, on the first
+        probes and one probe of each size, for the first mask (to 1e-4 of the range)."""
+        self._checked = True
+        first = {x.shape: i for i, x in reversed(list(enumerate(self.images)))}
+        sample = sorted(set(first.values()) | set(range(min(3, len(self)))))
+        sub = PipelineProbes([self.images[i] for i in sample], self.preprocessing, False)
+        sub_masks, sub_values = masks[:1, sample], [values[i] for i in sample]
+        exact = sub._whole(sub_masks, position, sub_values, background)
+        try:
+            burned, clean = sub._burned_boxes(sub_masks, position, sub_values, background)
+            box = (int(position[0]), int(position[1]), *sub_masks.shape[2:])
+            fast = self._local.carrying(sub.images, sub.clean(), burned, clean, box)
+        except (ValueError, RuntimeError, TypeError):
+            fast = None
+        scale = max(float(np.ptp(exact)), 1e-6)
+        if fast is None or fast.shape != exact.shape or np.abs(fast - exact).max() > 1e-4 * scale:
+            self._local = None
 
     def fingerprint(self) -> str:
         """SHA-256 of the acquisition probes (shapes and pixels) and the preprocessing's
