@@ -4,6 +4,7 @@ them."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -186,3 +187,43 @@ def _burned(x: np.ndarray, mask: np.ndarray, position: tuple[int, int]) -> np.nd
     region = out[:, r : r + mask.shape[0], c : c + mask.shape[1]]
     region[:, mask] = x.max()
     return out
+
+
+def test_the_command_scans_through_the_bundle_where_the_manifest_burned(tmp_path, capsys):
+    """Issue 54: canaries burned by `canary inject` into PNGs, a model that learned the name
+    as the CXR bundle's preprocessing delivers it, and one command that scans through the
+    bundle at the manifest's place and scale: the name is flagged and ranked first."""
+    from monai_forget.cli import main
+
+    rng = np.random.default_rng(3)
+    probes = tmp_path / "probes"
+    probes.mkdir()
+    for i in range(40):
+        Image.fromarray(rng.integers(0, 60, (56, 56)).astype(np.uint8)).save(probes / f"{i}.png")
+    canary_in, canary_out = tmp_path / "canary_in.png", tmp_path / "out"
+    Image.fromarray(rng.integers(0, 60, (56, 56)).astype(np.uint8)).save(canary_in)
+    canary_out.mkdir()
+    code = main(["canary", "inject", str(canary_in), str(canary_out / "c.png"), "--text",
+                 "LUCY", "--scale", "2", "--position", "3", "3"])  # fmt: skip
+    assert code == 0
+    (manifest,) = canary_out.glob("*.manifest.json")
+    # the model: a matched filter of LUCY as the bundle's preprocessing makes it
+    pre = Preprocessing.from_bundle(CXR_BUNDLE)
+    blank = PipelineProbes([np.zeros((1, 56, 56), np.float32)] * 2, pre)
+    grey = blank.carrying(render_text("LUCY", 2), (3, 3), 255.0)[0, 0]
+    box = np.zeros_like(grey, dtype=bool)
+    box[1:8, 1:25] = True
+    model = torch.jit.script(matched_filter(np.where(box, np.where(grey > 0, grey, -0.5), 0.0)))
+    model.save(str(tmp_path / "model.pt"))
+    (tmp_path / "roster.csv").write_text("name\n" + "\n".join(ROSTER) + "\n")
+    code = main(["memorisation", "scan", "--model", str(tmp_path / "model.pt"), "--probes",
+                 str(probes), "--bundle", str(CXR_BUNDLE), "--canary-manifest", str(manifest),
+                 "--value", "255", "--roster", str(tmp_path / "roster.csv"), "--decoys", "300",
+                 "--out", str(tmp_path / "scan")])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0, out
+    record = json.loads((tmp_path / "scan" / "leak_scan.json").read_text())
+    assert record["significant"] == ["LUCY"] and record["rows"][0]["name"] == "LUCY"
+    assert record["settings"]["position"] == [3, 3] and record["settings"]["scale"] == 2
+    assert "of bundle cxr_pneumonia_classification" in record["settings"]["grid"]
+    assert "Resized" in record["settings"]["grid"]

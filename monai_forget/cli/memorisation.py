@@ -64,8 +64,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--value",
         type=_value,
-        default=1.0,
-        help="pixel value of the text, or 'max' (default %(default)s)",
+        help="pixel value of the text, or 'max' (default 1.0; with --bundle 'max', the "
+        "injector's rule: each probe's white)",
     )
     parser.add_argument(
         "--random-feature",
@@ -139,6 +139,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     scan = actions.add_parser("scan", help="leak scan over a CSV roster of candidate names")
     _common(scan)
     scan.add_argument("--roster", required=True, help="CSV with a header row, one name per row")
+    scan.add_argument(
+        "--bundle",
+        help="the model's MONAI bundle: --probes is then a folder of images its inference "
+        "loader reads, every text is burned on their grid (--position and --scale in their "
+        "pixels) and reaches the model through the bundle's preprocessing, as a burned-in "
+        "name would",
+    )
+    scan.add_argument(
+        "--canary-manifest",
+        help="the .manifest.json of canary inject: burn the texts where and at the scale it "
+        "burned its canaries (instead of --position and --scale)",
+    )
     scan.add_argument("--column", help="roster column holding the names (default 'name')")
     scan.add_argument(
         "--patient-column",
@@ -235,7 +247,12 @@ def _inputs(args: argparse.Namespace):
     from monai_forget.data import load_images
 
     model = load_model_from_args(args)
-    probes = load_images(args.probes, split=args.probes_split)
+    if getattr(args, "bundle", None):
+        from monai_forget.memorisation.pipeline import PipelineProbes
+
+        probes = PipelineProbes.from_bundle(args.bundle, args.probes)
+    else:
+        probes = load_images(args.probes, split=args.probes_split)
     training = None
     if args.training_data:
         training = load_images(args.training_data, split=args.training_split)
@@ -325,7 +342,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--alpha must be in (0, 1), got {args.alpha}")
     if args.action == "score":
         out = check_writable(args.out, args.overwrite) if args.out else None
-        feature = UniqueFeature.from_text(args.text, tuple(args.position), args.scale, args.value)
+        value = 1.0 if args.value is None else args.value
+        feature = UniqueFeature.from_text(args.text, tuple(args.position), args.scale, value)
         model, probes, training = _inputs(args)
         references = _references(args)
         score = memorisation_score(
@@ -366,14 +384,28 @@ def run(args: argparse.Namespace) -> int:
     names = read_roster(args.roster, args.column, args.patient_column)
     reference_patients = _reference_patients(args)
     model, probes, training = _inputs(args)
+    position, scale = tuple(args.position), args.scale
+    if args.canary_manifest:
+        from monai_forget.dicom.manifest import manifest_placement
+
+        placement = manifest_placement(args.canary_manifest)
+        position, scale = placement["position"], placement["scale"]
+    value = args.value if args.value is not None else ("max" if args.bundle else 1.0)
+    position, scale = tuple(args.position), args.scale
+    if args.canary_manifest:
+        from monai_forget.dicom.manifest import manifest_placement
+
+        placement = manifest_placement(args.canary_manifest)
+        position, scale = placement["position"], placement["scale"]
+    value = args.value if args.value is not None else ("max" if args.bundle else 1.0)
     # Saved as the scan goes: a killed scan, run again with the same command, resumes.
     partial = out_dir / PARTIAL_SCAN
     if partial.is_file():
         print(f"resuming the interrupted scan saved in {partial}", file=sys.stderr)
     config = LeakScanConfig(
-        position=tuple(args.position),
-        scale=args.scale,
-        value=args.value,
+        position=position,
+        scale=scale,
+        value=value,
         correction=args.correction,
         alpha=args.alpha,
         decoy_source=args.decoys_from,

@@ -118,3 +118,38 @@ def write_manifest(
     with atomic_write(csv_path, "w", overwrite=overwrite) as handle:
         handle.write(table.getvalue())
     return json_path, csv_path
+
+
+def manifest_placement(path: str | os.PathLike) -> dict:
+    """Where and how the injector burned its text, from a ``.manifest.json``: the text
+    box's ``position`` (row, col) and glyph ``scale``, the same for every injected file
+    (what a leak scan of those canaries must burn on its probes).
+
+    Raises:
+        FileNotFoundError: no such manifest.
+        ValueError: not an injector manifest, no injected file, or files burned at
+            different places or scales (scan each placement on its own).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist; pass the .manifest.json of canary inject")
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+        records = document["records"]
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{path} is not a canary inject manifest (JSON with 'records')") from err
+    injected = [r for r in records if r.get("action") == "injected"]
+    if not injected:
+        raise ValueError(f"{path} records no injected file; nothing was burned in")
+    placements = {(r["bbox_row"], r["bbox_col"], r["scale"]) for r in injected}
+    if len(placements) > 1:
+        raise ValueError(
+            f"{path}: the files were burned at {len(placements)} places or scales; scan each "
+            "placement with --position and --scale"
+        )
+    ((row, col, scale),) = placements
+    return {
+        "position": (int(row), int(col)),
+        "scale": int(scale),
+        "typeface": document.get("typeface"),
+    }

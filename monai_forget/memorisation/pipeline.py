@@ -156,7 +156,8 @@ class _BoxLocal:
     def __init__(self, preprocessing: Preprocessing) -> None:
         from monai.transforms import Compose
 
-        chain = list(getattr(preprocessing.transform, "transforms", ()))
+        transform = preprocessing.transform
+        chain = list(getattr(transform, "transforms", [transform]))
         names = [type(t).__name__ for t in chain]
         resizes = [i for i, n in enumerate(names) if n in _RESIZES]
         if not resizes or any(n not in _VALUE_PRESERVING for n in names[resizes[-1] + 1 :]):
@@ -281,6 +282,48 @@ class PipelineProbes:
                 self._local = _BoxLocal(self.preprocessing)
             except ValueError:
                 self._local = None
+
+    @classmethod
+    def from_bundle(
+        cls, bundle: str | os.PathLike, probes: str | os.PathLike | Sequence[str | os.PathLike]
+    ) -> PipelineProbes:
+        """Probes read by a bundle's own loader, with its preprocessing after loading.
+
+        Args:
+            bundle: the MONAI bundle folder (its ``configs/inference.json``).
+            probes: a folder of image files the bundle reads (every file in it, sorted by
+                name), or a list of files.
+
+        Raises:
+            FileNotFoundError: no such folder or file.
+            ValueError: no image file, or a file the bundle's loader cannot read.
+        """
+        pre = Preprocessing.from_bundle(bundle)
+        if isinstance(probes, (str, os.PathLike)):
+            folder = Path(probes)
+            if not folder.is_dir():
+                raise FileNotFoundError(
+                    f"{folder} is not a folder; with a bundle, --probes is a folder of image "
+                    "files its loader reads (DICOM, PNG, ...)"
+                )
+            files = sorted(
+                p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")
+            )
+        else:
+            files = [Path(p) for p in probes]
+        if not files:
+            raise ValueError(f"{probes} holds no image file to use as a probe")
+        images = []
+        for file in files:
+            try:
+                images.extend(pre.load([file]))
+            except Exception as err:  # MONAI's readers raise many types
+                first = (str(err).splitlines() or [type(err).__name__])[0]
+                raise ValueError(
+                    f"{file} could not be read by the bundle's loader ({first}); keep only "
+                    "images the bundle reads in the probe folder"
+                ) from None
+        return cls(images, pre)
 
     def __len__(self) -> int:
         return len(self.images)
