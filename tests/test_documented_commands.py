@@ -26,8 +26,10 @@ import numpy as np
 import pytest
 import torch
 from commands import REPO, check, commands_in, documented_commands, environment, run_line
+from PIL import Image
 from test_demo import DEMO_COMMAND
 
+from monai_forget.cli import main as cli_main
 from monai_forget.fl.poc import check_ports_free
 from monai_forget.processes import processes_mentioning
 
@@ -90,6 +92,10 @@ MEMORISATION_DOC = (
     f"monai-forget memorisation scan --model m.pt {MLP1} --probes ood.npz --roster names.csv "
     "--reference-model ref1.pt --reference-model ref2.pt --out scan/",
     SPLIT_PATIENTS,
+    "monai-forget memorisation scan --model m.pt --network mlp-1 --network-args "
+    """'{"in_shape":[1,28,28],"num_classes":2}' --probes xray_probes/ --bundle """
+    "cxr_pneumonia_classification --canary-manifest canaries/canary.png.manifest.json "
+    "--roster names.csv --out scan/",
     f"monai-forget memorisation scan --model m.pt {MLP1} --probes ood.npz --roster names.csv "
     "--patient-column patient_id "
     + " ".join(
@@ -275,6 +281,19 @@ def files_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "names.csv").write_text("name,patient_id\nMARY,p1\nANNA,p2\nJOHN,p3\n")
     (root / "training_patients.txt").write_text("".join(f"p{i}\n" for i in range(12)))
     (root / "roster.csv").write_text("name\nANNA\nEVE\nBOB\n")
+    # docs/memorisation.md's scan through a bundle: PNG probes, the CXR bundle, a canary
+    shutil.copytree(REPO / "bundles" / "cxr_pneumonia_classification",
+                    root / "cxr_pneumonia_classification")  # fmt: skip
+    rng = np.random.default_rng(0)
+    (root / "xray_probes").mkdir()
+    for i in range(12):
+        pixels = rng.integers(0, 200, (56, 56)).astype(np.uint8)
+        Image.fromarray(pixels).save(root / "xray_probes" / f"probe_{i}.png")
+    Image.fromarray(pixels).save(root / "canary.png")
+    (root / "canaries").mkdir()
+    inject = ["canary", "inject", str(root / "canary.png"), str(root / "canaries" / "canary.png"),
+              "--text", "MARY", "--position", "3", "3", "--scale", "2"]  # fmt: skip
+    assert cli_main(inject) == 0
     return root
 
 
@@ -299,6 +318,9 @@ def test_readme_and_memorisation_commands(command: str, files_workspace: Path) -
         assert scan["settings"]["references_by_patient"] is by_patient
         # each name against the 4 references (one per pair) that never saw its patient
         assert all(len(r["references"]) == (4 if by_patient else 0) for r in scan["rows"])
+        if "--bundle" in command:  # burned at the manifest's place on the PNGs' grid
+            assert "of bundle cxr_pneumonia_classification" in scan["settings"]["grid"]
+            assert (scan["settings"]["position"], scan["settings"]["scale"]) == ([3, 3], 2)
     elif "split-patients" in command:
         halves = [(workspace / "refs" / f"reference_{k}_patients.txt") for k in range(1, 9)]
         assert [len(h.read_text().split()) for h in halves] == [6] * 8
