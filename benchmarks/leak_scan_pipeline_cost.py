@@ -110,8 +110,10 @@ def main() -> None:
         f"{len(os.sched_getaffinity(0))} cores, load average at start {os.getloadavg()[0]:.1f}"
     )
     say()
-    say("Seconds per text (median of interleaved rounds); MLP-1, 28x28 model grid, "
-        f"{args.probes} probes. Pipeline: scale + area resize from the acquisition grid.")  # fmt: skip
+    say(
+        "Seconds per text (median of interleaved rounds); MLP-1, 28x28 model grid, "
+        f"{args.probes} probes. Pipeline: scale + area resize from the acquisition grid."
+    )
     say()
     say("| acquisition grid | direct stamp | pipeline (box-local) | ratio | whole chain | ratio |")
     say("|---|---|---|---|---|---|")

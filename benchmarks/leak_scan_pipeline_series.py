@@ -199,8 +199,10 @@ def main() -> int:
     for rep in range(args.reps)[shard::shards]:
         records["series"].append(record := scanned(args, args.series, rep))
         if record:
-            log(f"series {rep} {record['name']}: pipeline rank {record['pipeline']['rank']} "
-                f"{record['pipeline']['flagged']}, direct rank {record['direct']['rank']}")  # fmt: skip
+            log(
+                f"series {rep} {record['name']}: pipeline rank {record['pipeline']['rank']} "
+                f"{record['pipeline']['flagged']}, direct rank {record['direct']['rank']}"
+            )
     if shards == 1:
         report(args, records, time.perf_counter() - start)
         if args.out:

@@ -41,6 +41,9 @@ class Mutant:
     tests: tuple[str, ...]
 
 
+#: A mutant's tests run in both tiers (the quick tier alone is pytest's default).
+BOTH_TIERS = ("-m", "slow or not slow")
+LEAK_REPORT_TESTS = ("tests/test_leak_scan_report_reach.py",)
 REFMODEL_TESTS = ("tests/test_audit_refmodel.py", "tests/test_remembered_share.py")
 GATE_TESTS = ("tests/test_bundles.py",)
 EMA_TESTS = ("tests/test_audit_ema.py", "tests/test_audit_ema_sources.py")
@@ -558,6 +561,48 @@ MUTANTS = (
         ("tests/test_segmentation_bundle.py",),
     ),
     Mutant(
+        "canary inject: a burn-in that changes no pixel reported as injected",
+        "monai_forget/dicom/options.py",
+        "        if count == 0:",
+        "        if count < 0:",
+        ("tests/test_dicom_refusals.py",),
+    ),
+    Mutant(
+        "leak-scan report: a name whose smallest reachable p equals alpha counted reachable",
+        "monai_forget/memorisation/scan_result.py",
+        "if self.reachable_pvalue(r) >= self.alpha]",
+        "if self.reachable_pvalue(r) > self.alpha]",
+        LEAK_REPORT_TESTS,
+    ),
+    Mutant(
+        "leak-scan report: reachable p off by one decoy",
+        "monai_forget/memorisation/scan_result.py",
+        "self.n_tests / (row.n_decoys + 1)",
+        "self.n_tests / row.n_decoys",
+        LEAK_REPORT_TESTS,
+    ),
+    Mutant(
+        "leak-scan report: a p-value printed to 3 digits whatever alpha",
+        "monai_forget/reporting.py",
+        "        if (float(text) < alpha) == (p < alpha):",
+        "        if True:",
+        LEAK_REPORT_TESTS,
+    ),
+    Mutant(
+        "leak scan through a pipeline: the box-local shortcut trusted unchecked",
+        "monai_forget/memorisation/pipeline.py",
+        "fast.shape != exact.shape or np.abs(fast - exact).max() > 1e-4 * scale",
+        "False",
+        ("tests/test_leak_scan_pipeline.py",),
+    ),
+    Mutant(
+        "leak scan through a pipeline: the canary manifest's place ignored",
+        "monai_forget/cli/memorisation.py",
+        '        position, scale = placement["position"], placement["scale"]',
+        "        pass",
+        ("tests/test_leak_scan_pipeline.py",),
+    ),
+    Mutant(
         "recipe: mixed precision allowed off CUDA",
         "monai_forget/shadow/recipes.py",
         'if self.amp and torch.device(device).type != "cuda":',
@@ -595,7 +640,7 @@ def stub_check(root: Path) -> list[tuple[str, str]]:
     try:
         result = subprocess.run(
             [sys.executable, "-m", "pytest", "-q", "-rA", "-n", "0", "-p", "no:cacheprovider",
-             *SCENARIO_TESTS],
+             *BOTH_TIERS, *SCENARIO_TESTS],
             cwd=root, capture_output=True, text=True, env={**_env(), "PYTHONPATH": str(root)},
         )  # fmt: skip
     finally:
@@ -619,11 +664,12 @@ def run_mutant(mutant: Mutant, root: Path, timeout: int) -> tuple[str, float]:
     try:
         result = subprocess.run(
             [sys.executable, "-m", "pytest", "-x", "-q", "-n", "0", "-p", "no:cacheprovider",
-             *mutant.tests],
+             *BOTH_TIERS, *mutant.tests],
             cwd=root, capture_output=True, text=True, timeout=timeout,
             env={**_env(), "PYTHONPATH": str(root)},
         )  # fmt: skip
-        outcome = "killed" if result.returncode != 0 else "SURVIVED"
+        # exit 5: no test ran, which kills nothing
+        outcome = "killed" if result.returncode not in (0, 5) else "SURVIVED"
     except subprocess.TimeoutExpired:
         outcome = "killed (timeout)"
     finally:

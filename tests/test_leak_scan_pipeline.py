@@ -227,3 +227,28 @@ def test_the_command_scans_through_the_bundle_where_the_manifest_burned(tmp_path
     assert record["settings"]["position"] == [3, 3] and record["settings"]["scale"] == 2
     assert "of bundle cxr_pneumonia_classification" in record["settings"]["grid"]
     assert "Resized" in record["settings"]["grid"]
+
+
+def test_canary_inject_says_whether_the_canary_survives_the_bundle(tmp_path, capsys):
+    """Issue 54, item 4: an 896-px PNG reaches the CXR model at 28 px (32x32 blocks
+    averaged). A scale-1 name changes no model pixel by 0.1 of the range and is warned
+    about; at scale 16 it survives. The largest change is checked by block means by hand."""
+    from monai_forget.cli import main
+
+    rng = np.random.default_rng(5)
+    source = tmp_path / "cr.png"
+    Image.fromarray(rng.integers(20, 120, (896, 896)).astype(np.uint8)).save(source)
+    by_scale = {}
+    for scale in (1, 16):
+        out = tmp_path / f"canary{scale}.png"
+        args = ["canary", "inject", str(source), str(out), "--text", "JANE ROE", "--scale",
+                str(scale), "--bundle", str(CXR_BUNDLE)]  # fmt: skip
+        assert main(args) == 0
+        by_scale[scale] = capsys.readouterr()
+        images = [np.asarray(Image.open(p), np.float64) / 255 for p in (source, out)]
+        blocks = [x.reshape(28, 32, 28, 32).mean(axis=(1, 3)) for x in images]
+        # the range: a block turned from the image's black to its white
+        largest = np.abs(blocks[1] - blocks[0]).max() / (images[1].max() - images[0].min())
+        assert f"largest change {largest:.3f} of its range" in by_scale[scale].out
+    assert "will not survive the model's preprocessing" in by_scale[1].err
+    assert "will not survive" not in by_scale[16].err

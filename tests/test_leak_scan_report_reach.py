@@ -90,3 +90,17 @@ def test_every_name_reachable_or_none():
     page = render_scan_report(none)
     assert "no name can be flagged with these decoys" in page
     assert "Every name could be flagged" not in page
+
+
+def test_a_name_that_can_reach_only_alpha_is_out_of_reach():
+    """Without a correction, 19 decoys give a smallest p of exactly 1/20 = alpha: a flag
+    needs p < alpha, so such a name is out of reach; 20 decoys (1/21) are enough."""
+
+    def scan(decoys: int) -> LeakScanResult:
+        row = NameResult(1, "EVE", 1.0, 0.5, 0.5, False, 0.0, 0, decoys, 0.0, 0.5, 0.0, 0.0)
+        null = DecoyNull("AAA", tuple(_letters(i, 3) for i in range(decoys)), np.zeros(decoys))
+        return LeakScanResult((row,), "welch", "none", ALPHA, 10, (null,), {})
+
+    assert scan(19).reachable_pvalue(scan(19).rows[0]) == ALPHA
+    assert scan(19).out_of_reach() == ["EVE"]
+    assert scan(20).out_of_reach() == []

@@ -156,6 +156,16 @@ def check_fits(
         )
 
 
+def _placed(target, mask, position, axes) -> tuple[np.ndarray, tuple[int, int], tuple]:
+    """The boolean mask, the (row, column) axes made positive and the checked box
+    ``(row, col, height, width)`` of ``mask`` at ``position`` in ``target``."""
+    mask = np.asarray(mask, dtype=bool)
+    ndim = target.ndim
+    axes = (axes[0] % ndim, axes[1] % ndim)
+    check_fits(mask.shape, position, (target.shape[axes[0]], target.shape[axes[1]]))
+    return mask, axes, (int(position[0]), int(position[1]), *mask.shape)
+
+
 def paint(
     target: ArrayT,
     mask: np.ndarray,
@@ -169,12 +179,7 @@ def paint(
     index of the other axes. ``value`` is a scalar or broadcasts against the other
     axes (in their order, e.g. one value per frame). Use :func:`stamp` for a copy.
     """
-    mask = np.asarray(mask, dtype=bool)
-    ndim = target.ndim
-    axes = (axes[0] % ndim, axes[1] % ndim)
-    check_fits(mask.shape, position, (target.shape[axes[0]], target.shape[axes[1]]))
-    row, col = (int(p) for p in position)
-    height, width = mask.shape
+    mask, axes, (row, col, height, width) = _placed(target, mask, position, axes)
     if _is_tensor(target):
         import torch
 
@@ -207,12 +212,7 @@ def changed_ink(
     the text box already holds the value under every ink pixel: the canary would be
     invisible.
     """
-    mask = np.asarray(mask, dtype=bool)
-    ndim = target.ndim
-    axes = (axes[0] % ndim, axes[1] % ndim)
-    check_fits(mask.shape, position, (target.shape[axes[0]], target.shape[axes[1]]))
-    row, col = (int(p) for p in position)
-    height, width = mask.shape
+    mask, axes, (row, col, height, width) = _placed(target, mask, position, axes)
     view = np.moveaxis(target, axes, (-2, -1))
     ink = view[..., row : row + height, col : col + width][..., mask]
     fill = np.asarray(value)

@@ -106,6 +106,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--salt",
         help=f"secret salt for the text hash (default: ${SALT_ENV}, else random per run)",
     )
+    inject.add_argument(
+        "--bundle",
+        help="the MONAI bundle of the model the canaries are for: after writing, say how "
+        "visible each canary is at the model's input (its inference preprocessing), and "
+        "warn when it will not survive it",
+    )
     inject.set_defaults(func=run_inject)
 
 
@@ -149,7 +155,38 @@ def run_inject(args: argparse.Namespace) -> int:
             print(f"  {record.input}: {record.reason}")
     if manifest is not None:
         print("manifest: {} and {}".format(*manifest))
+    if args.bundle and injected:
+        _report_visibility(args.bundle, injected, args.dry_run)
     return 0
+
+
+#: Canaries whose visibility a run reports (each is read twice through the bundle).
+VISIBILITY_FILES = 20
+
+
+def _report_visibility(bundle: str, injected: list, dry_run: bool) -> None:
+    """Each canary's largest change at the model input, through ``bundle``'s preprocessing."""
+    import sys
+
+    from monai_forget.memorisation.pipeline import Preprocessing, canary_visibility
+
+    if dry_run:
+        print("visibility at the model input: not measured on a dry run (nothing written)")
+        return
+    pre = Preprocessing.from_bundle(bundle)
+    shown = injected[:VISIBILITY_FILES]
+    print(f"visibility through {pre.description} ({len(shown)} of {len(injected)} file(s)):")
+    for record in shown:
+        before, after = pre.load([record.input])[0], pre.load([record.output])[0]
+        seen = canary_visibility(pre, before, after)
+        print(f"  {record.output}: {seen.describe()}")
+        if not seen.survives:
+            print(
+                f"warning: the canary in {record.output} will not survive the model's "
+                "preprocessing (no input pixel changes by 0.1 of the range); use a larger "
+                "--scale or --height-fraction",
+                file=sys.stderr,
+            )
 
 
 def _inject(args: argparse.Namespace) -> Published:
