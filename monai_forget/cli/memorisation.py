@@ -383,21 +383,14 @@ def run(args: argparse.Namespace) -> int:
         check_writable(out_dir / name, args.overwrite)
     names = read_roster(args.roster, args.column, args.patient_column)
     reference_patients = _reference_patients(args)
+    position, scale = tuple(args.position), args.scale
+    if args.canary_manifest:
+        from monai_forget.dicom.manifest import manifest_placement
+
+        placement = manifest_placement(args.canary_manifest)
+        position, scale = placement["position"], placement["scale"]
+    value = args.value if args.value is not None else ("max" if args.bundle else 1.0)
     model, probes, training = _inputs(args)
-    position, scale = tuple(args.position), args.scale
-    if args.canary_manifest:
-        from monai_forget.dicom.manifest import manifest_placement
-
-        placement = manifest_placement(args.canary_manifest)
-        position, scale = placement["position"], placement["scale"]
-    value = args.value if args.value is not None else ("max" if args.bundle else 1.0)
-    position, scale = tuple(args.position), args.scale
-    if args.canary_manifest:
-        from monai_forget.dicom.manifest import manifest_placement
-
-        placement = manifest_placement(args.canary_manifest)
-        position, scale = placement["position"], placement["scale"]
-    value = args.value if args.value is not None else ("max" if args.bundle else 1.0)
     # Saved as the scan goes: a killed scan, run again with the same command, resumes.
     partial = out_dir / PARTIAL_SCAN
     if partial.is_file():
