@@ -252,3 +252,24 @@ def test_canary_inject_says_whether_the_canary_survives_the_bundle(tmp_path, cap
         assert f"largest change {largest:.3f} of its range" in by_scale[scale].out
     assert "will not survive the model's preprocessing" in by_scale[1].err
     assert "will not survive" not in by_scale[16].err
+
+
+def test_texts_on_probes_of_several_sizes_through_the_pipeline():
+    """Real acquisitions differ in size: texts still go through the box-local path (per
+    size), and give what the whole chain gives."""
+    from monai.transforms import Compose, Resized, ScaleIntensityRanged
+
+    rng = np.random.default_rng(2)
+    images = [rng.integers(0, 4096, (1, s, s + 10)).astype(np.float32) for s in (96, 96, 128)]
+    chain = Compose([ScaleIntensityRanged("image", 0, 4095, 0.0, 1.0, clip=True),
+                     Resized("image", (SIZE, SIZE), mode="area")])  # fmt: skip
+    fast = PipelineProbes(images, Preprocessing(chain, "image"))
+    whole = PipelineProbes(images, Preprocessing(chain, "image"), box_local=False)
+    texts = ["LUCY", "ANNA", "EVIE"]
+    got = fast.carrying_texts(texts, (4, 6), 2, "max")
+    np.testing.assert_allclose(got, whole.carrying_texts(texts, (4, 6), 2, "max"), atol=2e-6)
+    assert fast.shortcut and got.shape == (3, 3, 1, SIZE, SIZE)
+    # one size: the glyph-block sums, against the whole chain on every probe
+    same = PipelineProbes(images[:2], Preprocessing(chain, "image"))
+    np.testing.assert_allclose(same.carrying_texts(texts, (4, 6), 2, "max"), got[:, :2], atol=2e-6)
+    assert same._responses, "one size: the glyph responses were used"
