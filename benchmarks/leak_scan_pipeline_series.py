@@ -162,6 +162,20 @@ def report(args, records: dict, seconds: float) -> None:
             f"{wilson(first, len(series))} | {wilson(flagged, len(series))} | "
             f"{wilson(others, len(series))} | {wilson(alarms, len(controls))} |"
         )
+    series = [r for r in records["series"] if r is not None]
+    if len(series) > 1:
+        import scipy.stats
+
+        piped = np.array([r["pipeline"]["rank"] for r in series])
+        direct = np.array([r["direct"]["rank"] for r in series])
+        test = scipy.stats.wilcoxon(piped, direct) if (piped != direct).any() else None
+        say(
+            f"\nThe leaked name's rank among the 50 roster names, paired by model: median "
+            f"{np.median(piped):g} through the pipeline, {np.median(direct):g} with the direct "
+            f"stamp; the pipeline ranks it better in {(piped < direct).sum()} of "
+            f"{len(series)} models, worse in {(piped > direct).sum()}"
+            + (f" (Wilcoxon signed-rank p = {test.pvalue:.3g})." if test else ".")
+        )
     say(
         "\nComparator: the direct-stamp cell with the name stamped on the model grid itself "
         "(`leak_scan_series10_100.md`, names): detected 26/100 (18.4-35.4 %), another "
