@@ -5,7 +5,8 @@ resolution, then intensity-scaled and area-resized to the model's 28x28 grid, as
 bundle's inference preprocessing does) costs <= 2x a text stamped directly on the model
 grid, on the same model and probes, at 256- and 2048-px acquisition grids, on 2 cores.
 
-Arms (seconds per text, median of ``--rounds`` interleaved rounds over ``--texts`` texts):
+Arms (seconds per text, median of ``--rounds`` interleaved rounds over ``--texts`` texts;
+the ratio is the median of the rounds' ratios):
 
 - direct: :func:`~monai_forget.memorisation.passes.text_divergences` on the clean model
   inputs (the scan's path before issue 54);
@@ -90,7 +91,13 @@ def measure(grid: int, n_probes: int, n_texts: int, rounds: int) -> dict[str, fl
         for arm in order:
             times[arm].append(per_text(arms[arm], few if arm == "whole chain" else texts))
             log(f"grid {grid} round {r + 1} {arm}: {times[arm][-1] * 1e3:.2f} ms/text")
-    return {k: statistics.median(v) for k, v in times.items()}
+    out = {k: statistics.median(v) for k, v in times.items()}
+    # the ratio of each round (its arms ran back to back), then their median: a drift in
+    # the machine's load between rounds moves both arms of a round alike
+    out["ratio"] = statistics.median(
+        p / d for p, d in zip(times["pipeline"], times["direct"], strict=True)
+    )
+    return out
 
 
 def main() -> None:
@@ -120,7 +127,7 @@ def main() -> None:
     ratios = {}
     for grid in args.grids:
         t = measure(grid, args.probes, args.texts, args.rounds)
-        ratios[grid] = t["pipeline"] / t["direct"]
+        ratios[grid] = t["ratio"]
         say(
             f"| {grid} px | {t['direct'] * 1e3:.2f} ms | {t['pipeline'] * 1e3:.2f} ms | "
             f"**{ratios[grid]:.2f}x** | {t['whole chain'] * 1e3:.1f} ms | "
