@@ -104,3 +104,15 @@ def test_a_name_that_can_reach_only_alpha_is_out_of_reach():
     assert scan(19).reachable_pvalue(scan(19).rows[0]) == ALPHA
     assert scan(19).out_of_reach() == ["EVE"]
     assert scan(20).out_of_reach() == []
+
+
+def test_out_of_reach_says_alone_and_bh_can_flag_several_together():
+    """Under BH two names each out of reach alone can be flagged together (50 x (1/501) / 2
+    < 0.05, as PAM and TOM were on control models through a pipeline): the sentence says
+    so; Bonferroni's bound holds for every name, and its sentence does not."""
+    bh = _scan(29, 21)
+    assert "as the only leaked name" in bh.reach_text()
+    assert "BH can still flag several such names together" in bh.reach_text()
+    bonferroni = LeakScanResult(bh.rows, "welch", "bonferroni", ALPHA, 100, bh.nulls, bh.settings)
+    assert bonferroni.out_of_reach() == bh.out_of_reach()
+    assert "together" not in bonferroni.reach_text()
