@@ -596,6 +596,13 @@ MUTANTS = (
         ("tests/test_leak_scan_pipeline.py",),
     ),
     Mutant(
+        "leak scan through a bundle: texts burned along the loaded axes, not the file's rows",
+        "monai_forget/memorisation/pipeline.py",
+        "        if not self.transposed:\n            return masks, position",
+        "        if True:\n            return masks, position",
+        ("tests/test_leak_scan_pipeline.py",),
+    ),
+    Mutant(
         "leak scan through a pipeline: the canary manifest's place ignored",
         "monai_forget/cli/memorisation.py",
         '        position, scale = placement["position"], placement["scale"]',

@@ -207,12 +207,11 @@ def test_the_command_scans_through_the_bundle_where_the_manifest_burned(tmp_path
                  "LUCY", "--scale", "2", "--position", "3", "3"])  # fmt: skip
     assert code == 0
     (manifest,) = canary_out.glob("*.manifest.json")
-    # the model: a matched filter of LUCY as the bundle's preprocessing makes it
+    # the model: a matched filter of LUCY as the bundle delivers the injector's file
     pre = Preprocessing.from_bundle(CXR_BUNDLE)
-    blank = PipelineProbes([np.zeros((1, 56, 56), np.float32)] * 2, pre)
-    grey = blank.carrying(render_text("LUCY", 2), (3, 3), 255.0)[0, 0]
+    grey = pre(pre.load([canary_out / "c.png"])[0])[0] - pre(pre.load([canary_in])[0])[0]
     box = np.zeros_like(grey, dtype=bool)
-    box[1:8, 1:25] = True
+    box[1:25, 1:8] = True  # MONAI's PILReader loads the PNG columns first
     model = torch.jit.script(matched_filter(np.where(box, np.where(grey > 0, grey, -0.5), 0.0)))
     model.save(str(tmp_path / "model.pt"))
     (tmp_path / "roster.csv").write_text("name\n" + "\n".join(ROSTER) + "\n")
@@ -273,3 +272,40 @@ def test_texts_on_probes_of_several_sizes_through_the_pipeline():
     same = PipelineProbes(images[:2], Preprocessing(chain, "image"))
     np.testing.assert_allclose(same.carrying_texts(texts, (4, 6), 2, "max"), got[:, :2], atol=2e-6)
     assert same._responses, "one size: the glyph responses were used"
+
+
+@pytest.mark.parametrize("fmt", ["png", "dcm"])
+@pytest.mark.parametrize("shape", [(36, 52), (48, 48)])
+def test_the_scan_shows_the_model_what_the_injector_burned(tmp_path, fmt, shape):
+    """A name burned into a file by the injector, loaded by the bundle, is the model input
+    the scan renders for that name on the clean file: the same pixels, not the text
+    transposed (MONAI's readers load a file columns first), whether the file's rows and
+    columns differ in number or not."""
+    from pydicom_files import write_dicom
+
+    from monai_forget.dicom import as_options, inject_any
+
+    rng = np.random.default_rng(3)
+    clean = []
+    for k in range(2):
+        pixels = (rng.random(shape) * 150).astype(np.uint8)
+        path = tmp_path / f"probe{k}.{fmt}"
+        if fmt == "png":
+            Image.fromarray(pixels).save(path)
+        else:
+            write_dicom(path, f"P{k}", pixels=pixels)
+        clean.append(path)
+    options = as_options(text="EVA", position=(3, 5), scale=2)
+    burned = tmp_path / f"burned.{fmt}"
+    inject_any(clean[0], burned, options)
+    pre = Preprocessing.from_bundle(CXR_BUNDLE)
+    seen = pre(pre.load([burned])[0])
+
+    probes = PipelineProbes.from_bundle(CXR_BUNDLE, clean)
+    assert probes.transposed and probes.grid == shape
+    white = 255.0 if fmt == "png" else "max"  # the PNG injector burns full-range white
+    scanned = probes.carrying_texts(["EVA"], (3, 5), 2, white)[0, 0]
+    np.testing.assert_allclose(scanned, seen, atol=1e-5)
+    whole = probes.carrying(render_text("EVA", 2), (3, 5), white)[0]
+    np.testing.assert_allclose(whole, seen, atol=1e-5)
+    assert np.abs(seen - probes.clean()[0]).max() > 0.1  # the name does reach the input

@@ -39,6 +39,7 @@ import numpy as np
 import torch
 
 from monai_forget.canary import check_fits, paint, render_text
+from monai_forget.memorisation.orientation import loader_transposes
 
 __all__ = ["PipelineProbes", "Preprocessing", "Visibility", "canary_visibility"]
 
@@ -249,6 +250,10 @@ class PipelineProbes:
             array.
         preprocessing: the model's preprocessing (:class:`Preprocessing`, or any callable
             of a ``(C, H, W)`` array).
+        transposed: the probes are as a MONAI reader loads them, ``(C, W, H)``: the
+            file's columns first (``PydicomReader``, ``PILReader`` and ``ITKReader`` put
+            them so). Positions and texts are given on the file's grid, where the injector
+            burns them; they are turned onto the loaded axes here.
 
     Raises:
         ValueError: fewer than 2 probes, a probe that is not 3-D, or NaN/inf pixels.
@@ -257,6 +262,7 @@ class PipelineProbes:
     images: Sequence[np.ndarray]
     preprocessing: Callable[[np.ndarray], np.ndarray]
     box_local: bool = True
+    transposed: bool = False
     _clean: np.ndarray | None = field(default=None, init=False, repr=False)
     _local: _BoxLocal | None = field(default=None, init=False, repr=False)
     _checked: bool = field(default=False, init=False, repr=False)
@@ -327,15 +333,23 @@ class PipelineProbes:
                     f"{file} could not be read by the bundle's loader ({first}); keep only "
                     "images the bundle reads in the probe folder"
                 ) from None
-        return cls(images, pre)
+        return cls(images, pre, transposed=loader_transposes(files, images))
 
     def __len__(self) -> int:
         return len(self.images)
 
     @property
     def grid(self) -> tuple[int, int]:
-        """The smallest acquisition ``(H, W)`` over the probes (what a text must fit)."""
-        return (min(x.shape[-2] for x in self.images), min(x.shape[-1] for x in self.images))
+        """The smallest acquisition ``(H, W)`` over the probes (what a text must fit), on
+        the file's grid."""
+        rows, cols = (min(x.shape[-2] for x in self.images), min(x.shape[-1] for x in self.images))
+        return (cols, rows) if self.transposed else (rows, cols)
+
+    def _loaded(self, masks: np.ndarray, position: Sequence[int]):
+        """Masks ``(..., h, w)`` and ``(row, col)`` on the file's grid, on the loaded axes."""
+        if not self.transposed:
+            return masks, position
+        return np.swapaxes(masks, -1, -2), (position[1], position[0])
 
     def describe(self) -> str:
         """Where the features are defined and how they reach the model."""
@@ -385,14 +399,14 @@ class PipelineProbes:
         if masks.ndim == 3 and len(masks) != len(self):
             raise ValueError(f"{len(masks)} masks for {len(self)} probes")
         per_probe = masks[None] if masks.ndim == 3 else masks[None, None]
-        return self._carrying(per_probe, position, value, background)[0]
+        return self._carrying(*self._loaded(per_probe, position), value, background)[0]
 
     def carrying_each(
         self, masks: np.ndarray, position: Sequence[int], value: float | str = "max"
     ) -> np.ndarray:
         """The model inputs ``(G, N, C, h, w)`` of the probes carrying each of the ``G``
         masks ``(G, h, w)`` in turn (the texts of one length: one box)."""
-        masks = np.asarray(masks, dtype=bool)
+        masks, position = self._loaded(np.asarray(masks, dtype=bool), position)
         return self._carrying(masks[:, None], position, value, None)
 
     def carrying_texts(
@@ -415,10 +429,10 @@ class PipelineProbes:
         result is written into a buffer that the next call overwrites (fresh large
         allocations per group cost page faults).
         """
-        glyphs = np.stack([render_text(t) for t in texts])
+        glyphs, position = self._loaded(np.stack([render_text(t) for t in texts]), position)
 
         def masks_of(chosen: Sequence[str]) -> np.ndarray:
-            return np.stack([render_text(t, scale) for t in chosen])
+            return self._loaded(np.stack([render_text(t, scale) for t in chosen]), position)[0]
 
         if self._local is not None and not self._checked:
             masks = masks_of(texts[:1])
@@ -426,7 +440,7 @@ class PipelineProbes:
             self._check_box_local(first, position, self.values(value), None)
         one_size = len({x.shape[-2:] for x in self.images}) == 1
         if self._local is None or not one_size:
-            return self.carrying_each(masks_of(texts), position, value)
+            return self._carrying(masks_of(texts)[:, None], position, value, None)
         key = (tuple(int(p) for p in position), int(scale), value, glyphs.shape[1:])
         if key not in self._responses:
             self._responses[key] = self._glyph_responses(*key)
@@ -440,7 +454,7 @@ class PipelineProbes:
             scale_of = max(float(np.ptp(exact)), 1e-6)
             if np.abs(fast - exact).max() > 1e-4 * scale_of:
                 self._local = None  # never seen for a chain the box check accepted
-                return self.carrying_each(masks_of(texts), position, value)
+                return self._carrying(masks_of(texts)[:, None], position, value, None)
         return self._sum_responses(glyphs, *self._responses[key], reuse=reuse)
 
     def _glyph_responses(self, position, scale, value, glyph_shape):
