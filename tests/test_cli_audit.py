@@ -161,3 +161,38 @@ def test_reference_audit_refuses_a_bad_group_pattern(files, tmp_path, capsys):
     assert main(args) == 2
     assert "not a regular expression" in capsys.readouterr().err
     assert not (tmp_path / "g" / "result.json").exists()
+
+
+def _query(files, name, images, labels=None):
+    labels = np.arange(len(images)) % 10 if labels is None else labels
+    np.savez(files / f"{name}.npz", images=images.astype(np.float32), labels=labels)
+    return name
+
+
+@pytest.mark.parametrize("method", ["ks", "ema", "reference"])
+@pytest.mark.parametrize(
+    "kind, message",
+    [("zeros", "are constant"), ("nan", "NaN or inf"), ("repeated", "one image repeated"),
+     ("negative", "does not look like the model's data")],
+)  # fmt: skip
+def test_a_degenerate_query_set_is_refused_not_decided(
+    files, tmp_path, capsys, method, kind, message
+):
+    """Issue 50, item 4: 100 blank images were "forgotten" with exit 0 by every auditor."""
+    rng = np.random.default_rng(0)
+    images = np.load(files / "B.npz")["images"][:100].copy()
+    if kind == "zeros":
+        images[:] = 0.0
+    elif kind == "nan":
+        images[3, 0, 2, 2] = np.nan
+    elif kind == "repeated":
+        images[:] = images[0]
+    else:  # another intensity scale: the digits inverted to [-1, 0]
+        images = -images - rng.random(images.shape).astype(np.float32) * 0.01
+    query = _query(files, f"degenerate_{kind}", images)
+    out = tmp_path / "out"
+    args = _reference_args(files, query, out) if method == "reference" else _args(
+        files, method, query, out)  # fmt: skip
+    assert main(args) == 2
+    assert message in capsys.readouterr().err
+    assert not (out / "result.json").exists()

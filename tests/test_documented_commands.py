@@ -28,6 +28,7 @@ import torch
 from commands import REPO, check, commands_in, documented_commands, environment, run_line
 from PIL import Image
 from test_demo import DEMO_COMMAND
+from test_leak_demo import LEAK_DEMO_COMMAND
 
 from monai_forget.cli import main as cli_main
 from monai_forget.fl.poc import check_ports_free
@@ -132,6 +133,7 @@ FL_BOUNDS = "--clients 3 --rounds 2 --withdraw-round 1 --local-steps 5 --iterati
 
 CLI_COMMANDS = (
     DEMO_COMMAND,
+    LEAK_DEMO_COMMAND,
     *README_DIGITS,
     *CLUSTER,
     *README_FILES,

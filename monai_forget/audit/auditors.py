@@ -35,6 +35,7 @@ from torch import nn
 from monai_forget.audit.ema import PAPER_METRICS, EMAReference, TestName
 from monai_forget.audit.ema_fit import ThresholdBy, Variant, check_variant
 from monai_forget.audit.ks import KSReference
+from monai_forget.audit.query_checks import check_query_images
 from monai_forget.audit.result import AuditResult
 from monai_forget.data import DataOverlapError, LabelledImages, check_disjoint
 from monai_forget.defaults import EMA_ALPHA
@@ -135,6 +136,7 @@ class ShadowAuditor:
         self.cache_entries_ = {}
         check_set_size("query", query)
         check_set_size("calibration", calibration)
+        check_query_images(query, calibration)
         check_disjoint(query, calibration)
 
     def _train(self, data: LabelledImages) -> nn.Module:

@@ -29,6 +29,7 @@ from sklearn.model_selection import StratifiedGroupKFold
 from torch import nn
 
 from monai_forget.audit.auditors import ShadowAuditor, check_set_size
+from monai_forget.audit.query_checks import check_query_images
 from monai_forget.audit.refmodel import (
     ROLES,
     SCORES,
@@ -106,6 +107,7 @@ def _check_roles(
     check_set_size("query", query)
     check_set_size("known members", members)
     check_set_size("known non-members", nonmembers)
+    check_query_images(query, concat(members, nonmembers))
     sets = {
         "query set": ("D_Q", query),
         "known members": ("members", members),

@@ -1,0 +1,84 @@
+"""Query sets no withdrawal audit can decide on, refused before any model runs.
+
+A membership audit compares the target's outputs on D_Q with its outputs on known data.
+A D_Q of blank frames, of NaN pixels, of one image repeated, or of another modality gives
+outputs that say nothing about membership, and every auditor would still turn them into
+"forgotten" (a set the model never saw scores like non-members). These checks turn such a
+set into an error that says what is wrong. They compare D_Q with the known samples only
+on coarse per-image intensity statistics (mean, spread, median), so a site that images
+the same anatomy with another scanner passes (PneumoniaMNIST's separately collected test
+split: 0.2 % of it outside; the same images darkened to half: none), while a set of
+another kind does not (MNIST digits for a chest X-ray model: all of it outside).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from monai_forget.data import LabelledImages
+
+__all__ = ["OUTSIDE_SHARE", "check_query_images"]
+
+#: D_Q is refused when more than this share of it is constant images, or, of the rest, lies
+#: outside the known samples' envelope (:func:`outside_share`): another kind of image.
+OUTSIDE_SHARE = 0.2
+#: The envelope: the known samples' 0.5-99.5 % range of each statistic, widened on both
+#: sides by this share of that range.
+_MARGIN = 0.5
+_TAIL = 0.005
+
+
+def _statistics(images: np.ndarray) -> np.ndarray:
+    flat = images.reshape(len(images), -1).astype(np.float64)
+    return np.stack([flat.mean(1), flat.std(1), np.median(flat, 1)], axis=1)
+
+
+def outside_share(query: np.ndarray, known: np.ndarray) -> float:
+    """The share of ``query`` images whose mean, spread or median pixel value lies outside
+    the envelope of the ``known`` images' (their 0.5-99.5 % range widened by half of it
+    on each side)."""
+    q, k = _statistics(query), _statistics(known)
+    low, high = np.quantile(k, _TAIL, axis=0), np.quantile(k, 1 - _TAIL, axis=0)
+    span = high - low
+    out = (q < low - _MARGIN * span) | (q > high + _MARGIN * span)
+    return float(out.any(axis=1).mean())
+
+
+def check_query_images(query: LabelledImages, known: LabelledImages) -> None:
+    """Refuse a D_Q that holds non-finite pixels, more than :data:`OUTSIDE_SHARE` constant
+    images, one image repeated, or more than that share of images unlike the known samples
+    (another modality or scale).
+
+    Raises:
+        ValueError: naming what is wrong and what to pass instead.
+    """
+    images = np.asarray(query.images)
+    n = len(images)
+    flat = images.reshape(n, -1)
+    bad = ~np.isfinite(flat).all(axis=1)
+    if bad.any():
+        first = query.ids[int(np.flatnonzero(bad)[0])] if query.ids else int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"the query set has {int(bad.sum())} of {n} image(s) with NaN or inf pixels (first: "
+            f"{first}); drop or repair them before the audit"
+        )
+    constant = np.ptp(flat, axis=1) == 0
+    if constant.mean() > OUTSIDE_SHARE:  # outputs on blank frames say nothing of membership
+        raise ValueError(
+            f"{int(constant.sum())} of the query set's {n} images are constant (every pixel "
+            "the same: blank or empty frames); no audit can tell whether the model remembers "
+            "them. Pass the withdrawn provider's images"
+        )
+    if len(set(query.sample_hashes)) == 1:
+        raise ValueError(
+            f"the query set's {n} images are one image repeated; pass the withdrawn "
+            "provider's distinct images"
+        )
+    share = outside_share(images[~constant], np.asarray(known.images))
+    if share > OUTSIDE_SHARE:
+        raise ValueError(
+            f"the query set does not look like the model's data: {share:.0%} of its images "
+            "have a mean, spread or median pixel value outside the range of the known samples "
+            "(another modality, or another intensity scale?); pass images of the model's own "
+            "kind, preprocessed as its training data"
+        )

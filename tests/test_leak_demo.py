@@ -1,0 +1,87 @@
+"""The leak check on embedded data (issue 54, item 6): the README's command plants a name
+with the injector, trains through a MONAI bundle, scans through it, and the scan command
+it prints repeats that scan from the files as typed."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+
+import pytest
+from commands import check, environment, run_line
+
+from monai_forget.leak_demo import POSITION, ROSTER, SCALE, SERIES
+
+pytestmark = pytest.mark.slow  # end-to-end: writes 2,000 DICOM files, trains, scans
+
+#: The README's command, run as a user types it.
+LEAK_DEMO_COMMAND = "monai-forget demo leak"
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    cwd = tmp_path_factory.mktemp("leak-demo")
+    result = check(run_line(LEAK_DEMO_COMMAND, cwd))
+    return cwd, result.stdout
+
+
+def _scan(folder):
+    return json.loads((folder / "leak_scan.json").read_text(encoding="utf-8"))
+
+
+def test_the_demo_plants_with_the_injector_and_scans_where_it_burned(demo):
+    cwd, stdout = demo
+    out = cwd / "monai-forget-leak-demo"
+    manifest = json.loads((out / "canary.manifest.json").read_text(encoding="utf-8"))
+    injected = [r for r in manifest["records"] if r["action"] == "injected"]
+    assert len(injected) == SERIES and all(r["pixels_changed"] > 0 for r in injected)
+    record = _scan(out / "scan")
+    assert record["settings"]["position"] == list(POSITION)
+    assert record["settings"]["scale"] == SCALE and record["settings"]["value"] == "max"
+    assert "of bundle digits_bundle: ScaleIntensityRanged, Resized" in record["settings"]["grid"]
+    assert sorted(r["name"] for r in record["rows"]) == sorted(ROSTER)
+    assert (out / "scan" / "leak_scan.html").is_file()
+    # the sentence about the planted name says what the scan's record says
+    planted = next(r for r in record["rows"] if r["name"] == ROSTER[0])
+    verdict = "evidence of" if planted["significant"] else "no evidence of"
+    finding = re.search(
+        rf"planted: {ROSTER[0]} in {SERIES} images\. The scan ranks it (\d+) of {len(ROSTER)} "
+        rf"names .*: ({verdict} memorisation) at alpha",
+        stdout,
+    )
+    assert finding, stdout[-2000:]
+    assert int(finding.group(1)) == planted["rank"]
+
+
+def test_the_printed_scan_command_repeats_the_demo_scan(demo):
+    """The CLI and the Python API give the same ranks, p-values and verdicts."""
+    cwd, stdout = demo
+    line = stdout.split("the same scan from the demo's files: ", 1)[1].splitlines()[0]
+    assert shlex.split(line)[:3] == ["monai-forget", "memorisation", "scan"]
+    done = subprocess.run(
+        ["bash", "-c", line],
+        cwd=cwd,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )  # fmt: skip  (printed, so typed as printed)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = cwd / "monai-forget-leak-demo"
+    first, again = _scan(out / "scan"), _scan(out / "scan-again")
+    keys = ("name", "rank", "pvalue", "pvalue_adjusted", "significant")
+    assert [{k: r[k] for k in keys} for r in again["rows"]] == [
+        {k: r[k] for k in keys} for r in first["rows"]
+    ]
+
+
+def test_the_demo_refuses_to_replace_its_outputs(demo):
+    cwd, _ = demo
+    model = cwd / "monai-forget-leak-demo" / "model.pt"
+    before = model.read_bytes()
+    again = run_line(LEAK_DEMO_COMMAND, cwd)
+    assert again.returncode != 0
+    assert "--overwrite" in again.stderr and "model.pt" in again.stderr
+    assert model.read_bytes() == before
