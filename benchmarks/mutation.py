@@ -616,6 +616,27 @@ MUTANTS = (
         "if False:",
         ("tests/test_shadow.py",),
     ),
+    Mutant(
+        "audit: a query set of blank frames decided",
+        "monai_forget/audit/query_checks.py",
+        "    if constant.mean() > OUTSIDE_SHARE:",
+        "    if False:",
+        ("tests/test_query_checks.py", "tests/test_cli_audit.py"),
+    ),
+    Mutant(
+        "audit: a query set of another modality decided",
+        "monai_forget/audit/query_checks.py",
+        "    if share > OUTSIDE_SHARE:",
+        "    if share > 1:",
+        ("tests/test_query_checks.py", "tests/test_cli_audit.py"),
+    ),
+    Mutant(
+        "handlers: the reference-model bound stored past 100 %",
+        "monai_forget/handlers/evaluation_audits.py",
+        '        upper = min(max(float(result.details["remembered_share_upper"]), 0.0), 1.0)',
+        '        upper = float(result.details["remembered_share_upper"])',
+        ("tests/test_handlers_data_check.py",),
+    ),
 )
 
 

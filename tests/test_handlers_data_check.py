@@ -4,6 +4,10 @@ run over the audit set, reproduces the offline audit."""
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -12,6 +16,7 @@ from monai.engines import SupervisedEvaluator
 from monai_forget.audit import KSAuditor, ReferenceModelAuditor
 from monai_forget.data import concat, load_digits
 from monai_forget.handlers import KSCalibratedRatio, ReferenceModelAudit, batch_output
+from monai_forget.handlers.evaluation_audits import decision_line
 from monai_forget.shadow import ShadowTrainer, SupervisedRecipe
 
 RECIPE = SupervisedRecipe(
@@ -93,9 +98,8 @@ def test_reference_model_handler_reproduces_the_offline_audit(setup) -> None:
     metrics = _evaluate(setup, audit_set, handler, {"shuffle": False})
     online = handler.metric_fn.last_result
     assert metrics["stat"] == pytest.approx(offline.statistic, rel=1e-9, abs=1e-300)
-    assert metrics["stat_upper"] == pytest.approx(
-        offline.details["remembered_share_upper"], rel=1e-9
-    )
+    upper = offline.details["remembered_share_upper"]
+    assert metrics["stat_upper"] == pytest.approx(min(max(upper, 0.0), 1.0), rel=1e-9)
     assert metrics["stat_forgotten"] == float(offline.decision == "forgotten")
     assert online.decision == offline.decision
     with pytest.raises(ValueError, match="were not evaluated"):
@@ -169,3 +173,51 @@ def test_a_batch_is_hashed_once_for_every_handler_but_again_when_changed() -> No
     output = [{"pred": torch.zeros(2), "label": torch.tensor(1), "image": batch[i]}
               for i in range(3)]  # fmt: skip
     assert transform(output) is transform(output)  # one stacking for every handler
+
+
+def test_each_handler_logs_its_decision_in_words(setup, caplog) -> None:
+    """Issue 50, item 5: at evaluation time each audit handler logs the decision, the bound
+    as a share (0-100 %) and why, not only numbers."""
+    auditor = ReferenceModelAuditor(recipe=RECIPE, cache_dir=setup["cache"], n_references=2)
+    auditor.audit(setup["target"], setup["query"], (setup["other"], setup["calibration"]))
+    audit_set = concat(*(auditor.roles_[r] for r in ("nonmembers", "query", "members")))
+    caplog.set_level(logging.INFO)
+    for data, handler in (
+        (setup["query"], KSCalibratedRatio(setup["ks"], from_logits=True)),
+        (audit_set, ReferenceModelAudit(auditor.reference_, from_logits=True)),
+    ):
+        caplog.clear()
+        _evaluate(setup, data, handler)
+        result = handler.metric_fn.last_result
+        lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("stat: ")]
+        assert lines == [decision_line("stat", result)], caplog.text[-2000:]
+        assert result.decision in lines[0]
+    bound = re.search(r"at most (\d+%|any share) of D_Q still remembered", lines[0])
+    assert bound, lines[0]
+    assert bound.group(1) == "any share" or 0 <= int(bound.group(1)[:-1]) <= 100
+    # the issue's case, a bound of 1.5034: the metric is stored as a share, <= 1
+    from types import SimpleNamespace
+
+    from monai.handlers import IgniteMetricHandler
+
+    details = {**result.details, "remembered_share_upper": 1.5034}
+    handler.metric_fn.last_result = dataclasses.replace(result, details=details)
+    engine = SimpleNamespace(state=SimpleNamespace(metrics={}), logger=logging.getLogger("t"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(IgniteMetricHandler, "completed", lambda self, engine, name: None)
+        handler.completed(engine, "stat")
+    assert engine.state.metrics["stat_upper"] == 1.0
+
+
+def test_a_bound_past_one_is_logged_and_stored_as_a_share() -> None:
+    """The issue's case: an upper bound of 1.5034 was logged as p_member_upper: 1.5034."""
+    from monai_forget.audit import AuditResult
+
+    result = AuditResult(
+        method="refmodel", decision="not forgotten", statistic_name="p_member",
+        statistic=0.001, rule="p < alpha",
+        details={"remembered_share_upper": 1.5034, "reason": "evidence of remembering"},
+    )  # fmt: skip
+    line = decision_line("audit", result)
+    assert "at most 100% of D_Q" in line and "150" not in line
+    assert line.startswith("audit: not forgotten") and line.endswith("evidence of remembering")

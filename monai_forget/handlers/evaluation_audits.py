@@ -1,7 +1,8 @@
 """Ignite handlers that report withdrawal audits at the end of a MONAI evaluation.
 
 Attach them to a ``SupervisedEvaluator`` running over the audited data: each epoch end
-stores the auditor's statistic in ``engine.state.metrics`` next to accuracy. Reference
+stores the auditor's statistic in ``engine.state.metrics`` next to accuracy and logs the
+decision in words (:func:`decision_line`) on the evaluator's logger. Reference
 outputs (shadow-model confidences, EMA thresholds, reference-model statistics) are
 computed beforehand by the auditors, so only the target runs during evaluation. Given
 the audited samples' content hashes and the images (``batch_output(image_key=...)``),
@@ -19,7 +20,7 @@ from monai.handlers.utils import from_engine
 
 from monai_forget.audit.ema import EMAReference, EMAThresholds, TestName
 from monai_forget.audit.refmodel_reference import RefModelReference
-from monai_forget.audit.result import FORGOTTEN
+from monai_forget.audit.result import FORGOTTEN, AuditResult, share_text
 from monai_forget.metrics import (
     EMAPValueMetric,
     KSCalibratedRatioMetric,
@@ -72,8 +73,22 @@ def batch_output(
 _CHECKED_OUTPUT = batch_output(image_key="image")
 
 
+def decision_line(name: str, result: AuditResult) -> str:
+    """What an audit handler logs at evaluation time: the decision, the bound on the share
+    of D_Q still remembered (as a share, 0-100 %) where the auditor gives one, and why."""
+    line = f"{name}: {result.decision}"
+    upper = result.details.get("remembered_share_upper")
+    if upper is not None:
+        line += f"; at most {share_text(upper)} of D_Q still remembered (95 % upper bound)"
+    reason = result.details.get("reason")
+    if reason:
+        return f"{line}; {reason}"
+    return f"{line} ({result.statistic_name} = {result.statistic:.4g}: {result.rule})"
+
+
 class _AuditHandler(IgniteMetricHandler):
-    """An ``IgniteMetricHandler`` whose output may carry the images as a third item."""
+    """An ``IgniteMetricHandler`` whose output may carry the images as a third item, and
+    that logs the audit's decision when the evaluation completes."""
 
     def update(self, output: Sequence[torch.Tensor]) -> None:
         if len(output) == 3:
@@ -81,6 +96,14 @@ class _AuditHandler(IgniteMetricHandler):
             self.metric_fn(y_pred, y, images=images)
         else:
             super().update(output)
+
+    def completed(self, engine: Any, name: str) -> None:
+        super().completed(engine, name)
+        result = self.metric_fn.last_result
+        if result is None:
+            engine.logger.info(f"{name}: no decision (the evaluated samples are not D_Q)")
+        else:
+            engine.logger.info(decision_line(name, result))
 
 
 class KSCalibratedRatio(_AuditHandler):
@@ -175,8 +198,9 @@ class ReferenceModelAudit(_AuditHandler):
     audit set) and hand the images to the handler (the default output transform does);
     each sample is matched to its role by content. ``engine.state.metrics`` gets
     ``<name>`` (p_member), ``<name>_upper`` (the upper confidence bound of the share of
-    D_Q still remembered) and ``<name>_forgotten`` (1.0 when the audit's whole decision,
-    its data checks included, is "forgotten", else 0.0); ``handler.metric_fn.last_result``
+    D_Q still remembered, clipped to [0, 1]) and ``<name>_forgotten`` (1.0 when the audit's
+    whole decision, its data checks included, is "forgotten", else 0.0);
+    ``handler.metric_fn.last_result``
     holds the whole result (decision, remembered share, warnings).
 
     Args:
@@ -203,5 +227,7 @@ class ReferenceModelAudit(_AuditHandler):
     def completed(self, engine: Any, name: str) -> None:
         super().completed(engine, name)
         result = self.metric_fn.last_result
-        engine.state.metrics[f"{name}_upper"] = float(result.details["remembered_share_upper"])
+        # a share: the estimate's bound past 100 % is sampling noise at the end
+        upper = min(max(float(result.details["remembered_share_upper"]), 0.0), 1.0)
+        engine.state.metrics[f"{name}_upper"] = upper
         engine.state.metrics[f"{name}_forgotten"] = float(result.decision == FORGOTTEN)

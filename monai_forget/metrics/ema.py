@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from monai_forget.audit.ema import EMAReference, EMAThresholds, TestName
+from monai_forget.audit.result import AuditResult
 from monai_forget.inference import Predictions
 from monai_forget.metrics.base import AuditMetric
 from monai_forget.metrics.labels import to_probs_and_labels
@@ -75,6 +76,7 @@ class EMAPValueMetric(AuditMetric):
             reference = EMAReference.from_dict({"thresholds": reference, "test": test or "welch"})
         super().__init__(from_logits, hashes, on_mismatch, on_extra, check_query)
         self.reference = reference
+        self.last_result: AuditResult | None = None
 
     @property
     def thresholds(self) -> EMAThresholds:
@@ -82,4 +84,5 @@ class EMAPValueMetric(AuditMetric):
 
     def aggregate(self) -> float:  # type: ignore[override]
         probs, labels, _ = self.outputs()
-        return self.reference.audit(Predictions(probs, labels)).statistic
+        self.last_result = self.reference.audit(Predictions(probs, labels))
+        return self.last_result.statistic

@@ -9,6 +9,8 @@ import numpy as np
 import torch
 
 from monai_forget.audit.ks import KSRatio, KSReference
+from monai_forget.audit.result import AuditResult
+from monai_forget.inference import Predictions
 from monai_forget.metrics.base import AuditMetric
 from monai_forget.metrics.labels import to_probs_and_labels
 from monai_forget.scores import confidence
@@ -44,7 +46,7 @@ class KSCalibratedRatioMetric(AuditMetric):
     The shadow models' confidences on D_Q are reference outputs computed beforehand
     (:meth:`monai_forget.audit.KSAuditor.fit_reference`); only the target runs during
     evaluation. ``aggregate`` returns rho and keeps the full :class:`KSRatio` in
-    ``last_ratio``.
+    ``last_ratio`` and the decision in ``last_result``.
 
     Args:
         reference: what :meth:`monai_forget.audit.KSAuditor.fit_reference` returned (it
@@ -85,8 +87,12 @@ class KSCalibratedRatioMetric(AuditMetric):
         super().__init__(from_logits, hashes, on_mismatch, on_extra, check_query)
         self.reference = reference
         self.last_ratio: KSRatio | None = None
+        self.last_result: AuditResult | None = None
 
     def aggregate(self) -> float:  # type: ignore[override]
         probs, labels, _ = self.outputs()
         self.last_ratio = self.reference.ratio(confidence(probs, labels))
+        # a decision only over exactly D_Q (a mismatch let through with a warning has none)
+        covered = len(probs) == len(self.reference)
+        self.last_result = self.reference.audit(Predictions(probs, labels)) if covered else None
         return self.last_ratio.rho
