@@ -631,6 +631,20 @@ MUTANTS = (
         ("tests/test_query_checks.py", "tests/test_cli_audit.py"),
     ),
     Mutant(
+        "audit: a reference model with the target's weights trusted",
+        "monai_forget/audit/refmodel_auditor.py",
+        "        refuse_target_as_reference(target, self.reference_models_)\n",
+        "",
+        ("tests/test_cache_entries.py",),
+    ),
+    Mutant(
+        "leak scan: the class shift takes the class a text lowers most",
+        "monai_forget/memorisation/statistics.py",
+        "raised = delta.mean(axis=1).argmax(axis=1)",
+        "raised = delta.mean(axis=1).argmin(axis=1)",
+        ("tests/test_leak_scan_statistics.py",),
+    ),
+    Mutant(
         "handlers: the reference-model bound stored past 100 %",
         "monai_forget/handlers/evaluation_audits.py",
         '        upper = min(max(float(result.details["remembered_share_upper"]), 0.0), 1.0)',

@@ -30,6 +30,9 @@ LEAK_SCAN_ALPHA = 0.05
 #: Where a leak scan's decoys come from: random letters of the name's kind, or real names
 #: (Faker's per-locale lists) of the same lengths and case.
 LEAK_SCAN_DECOY_SOURCES: tuple[str, ...] = ("names", "letters")
+#: What a leak scan ranks each text by among its decoys, the default first: Eq. 1's M
+#: (the paper's) or the class shift (:mod:`monai_forget.memorisation.statistics`).
+LEAK_SCAN_STATISTICS: tuple[str, ...] = ("m", "class-shift")
 #: Level of the one-tailed test of one feature's memorisation (Hartley & Tsaftaris 2022).
 MEMORISATION_ALPHA = 0.05
 #: Random controls z_r: the paper's block-overwrite patch, equal-ink masks, random letters.

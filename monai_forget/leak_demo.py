@@ -41,6 +41,8 @@ ROSTER = ("ANNA", "CARL", "DORA", "EDDY", "EMMA", "HUGO", "JACK", "JOHN", "KATE"
 #: Where and how big ``canary inject`` burns the name (acquisition pixels).
 POSITION = (4, 4)
 SCALE = 2
+#: What the scan ranks each name by (``memorisation scan --statistic``).
+STATISTIC = "class-shift"
 #: Probes cut from pydicom's bundled test images.
 PROBES = 200
 PROBE_SOURCES = ("CT_small.dcm", "MR_small.dcm")
@@ -159,7 +161,8 @@ class LeakDemo:
         return (
             f"monai-forget memorisation scan --model {o / 'model.pt'} --bundle "
             f"{o / 'digits_bundle'} --probes {o / 'probes'} --roster {o / 'roster.csv'} "
-            f"--canary-manifest {o / 'canary.manifest.json'} --decoy-seed "
+            f"--canary-manifest {o / 'canary.manifest.json'} --statistic "
+            f"{self.result.settings['statistic']} --decoy-seed "
             f"{self.result.settings['decoy_seed']} --out {o / 'scan-again'}"
         )
 
@@ -247,7 +250,7 @@ def run_leak_demo(
     probes = PipelineProbes.from_bundle(bundle, out / "probes")
     placement = manifest_placement(out / "canary.manifest.json")
     config = LeakScanConfig(position=placement["position"], scale=placement["scale"],
-                            value="max", seed=seed, device=device)  # fmt: skip
+                            value="max", seed=seed, device=device, statistic=STATISTIC)  # fmt: skip
     result = leak_scan(model, probes, list(ROSTER), config, progress=progress)
     write_scan_report(result, out / "scan", title="Leak check demo")
     return LeakDemo(leaked, SERIES, result, out)

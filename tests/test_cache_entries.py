@@ -177,3 +177,24 @@ def test_a_bundle_training_that_fails_after_saving_leaves_no_entry(tmp_path, mon
     path = trainer.train(entries)  # trains again, records the entry
     assert path == calls[0] and len(calls) == 2
     assert trainer.train(entries) == path and len(calls) == 2  # now read from the cache
+
+
+def test_a_reference_model_swapped_for_the_target_is_refused(tmp_path):
+    """Issue 50, item 6: a reference model's cache entry replaced by the target with its
+    ``.sha256`` record rewritten passed the cache check and decided the audit; now the
+    audit refuses references with the target's own weights."""
+    from monai_forget.audit import ReferenceModelAuditor
+
+    digits = load_digits()
+    order = np.random.default_rng(0).permutation(len(digits))
+    query, members, nonmembers = (digits.subset(order[a:b]) for a, b in
+                                  ((0, 100), (100, 400), (400, 700)))  # fmt: skip
+    target = ShadowTrainer(RECIPE).train(query.concat(members), seed=5)
+    auditor = ReferenceModelAuditor(recipe=RECIPE, cache_dir=tmp_path, n_references=2, workers=1)
+    auditor.audit(target, query, (members, nonmembers))  # fills the cache: decides
+    weights = sorted(p for p in tmp_path.rglob("*.pt"))
+    assert len(weights) == 2
+    torch.save(target.state_dict(), weights[0])
+    weights[0].with_name(weights[0].name + ".sha256").write_text(_sha256(weights[0]) + "\n")
+    with pytest.raises(ValueError, match=r"reference model\(s\) [01] of 2 hold the target's own"):
+        auditor.audit(target, query, (members, nonmembers))

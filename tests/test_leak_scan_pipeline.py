@@ -89,9 +89,10 @@ def test_a_text_through_a_monai_resize_is_what_the_model_sees(acquisition):
         probes.carrying(render_text("LUCY", 4), (40, 40), "max")
 
 
-def test_the_scan_through_the_pipeline_finds_the_grey_name(acquisition):
+@pytest.mark.parametrize("statistic", ["m", "class-shift"])
+def test_the_scan_through_the_pipeline_finds_the_grey_name(acquisition, statistic):
     """A model that learned LUCY as the pipeline delivers it (grey, off the 2x2 grid) is
-    flagged through the pipeline and ranked first."""
+    flagged through the pipeline and ranked first, by either statistic."""
     from monai.transforms import Resize
 
     probes = PipelineProbes(acquisition, Resize((SIZE, SIZE), mode="area"))
@@ -101,9 +102,12 @@ def test_the_scan_through_the_pipeline_finds_the_grey_name(acquisition):
     box[1:8, 1:25] = True  # the text box on the model grid
     model = matched_filter(np.where(box, np.where(grey > 0, grey, -0.5), 0.0), gain=1.0)
     # 300 decoys per kind: BH over 10 names can still reach 10 / 301 < 0.05
-    config = LeakScanConfig(position=(3, 3), scale=2, value=1.0, decoys=300, decoy_seed=4)
+    config = LeakScanConfig(
+        position=(3, 3), scale=2, value=1.0, decoys=300, decoy_seed=4, statistic=statistic
+    )
     result = leak_scan(model, probes, ROSTER, config)
     assert result.top.name == "LUCY" and result.significant_names() == ["LUCY"]
+    assert result.settings["statistic"] == statistic
     assert "acquisition resolution (at least 56x56)" in result.settings["grid"]
     assert result.provenance["probes_fingerprint"] == probes.fingerprint()
     control = leak_scan(matched_filter(np.zeros((SIZE, SIZE))), probes, ROSTER, config)

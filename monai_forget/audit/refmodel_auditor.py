@@ -41,6 +41,7 @@ from monai_forget.audit.result import AuditResult
 from monai_forget.audit.shift_check import shift_features
 from monai_forget.data import DataOverlapError, LabelledImages, check_disjoint, concat
 from monai_forget.defaults import REFMODEL_ALPHA, REFMODEL_MARGIN
+from monai_forget.fingerprint import model_fingerprint
 
 __all__ = ["ReferenceModelAuditor"]
 
@@ -96,6 +97,27 @@ def _split_roles(
     m_pool, m_scored = _halves(members, seed, pattern, _ROLE_NAMES["members"])
     n_pool, n_scored = _halves(nonmembers, seed, pattern, _ROLE_NAMES["nonmembers"])
     return concat(m_pool, n_pool), m_scored, n_scored
+
+
+def refuse_target_as_reference(target: nn.Module, references: list[nn.Module]) -> None:
+    """Refuse reference models with the target's own weights (by SHA-256 of the weights).
+
+    Such a "reference" knows D_Q exactly as the target does, so the target looks like a
+    model that never saw it: a cache entry or reference file replaced by the target, its
+    ``.sha256`` record rewritten beside it, made the audit decide from the substitute.
+
+    Raises:
+        ValueError: naming the reference models and the fix.
+    """
+    target_print = model_fingerprint(target)
+    same = [k for k, m in enumerate(references) if model_fingerprint(m) == target_print]
+    if same:
+        raise ValueError(
+            f"reference model(s) {', '.join(map(str, same))} of {len(references)} hold the "
+            f"target's own weights (SHA-256 {target_print[:16]}...): a cache entry or a "
+            "reference file was replaced by the target. Delete the reference models' cache "
+            "entries (or pass other reference files) and audit again"
+        )
 
 
 def _check_roles(
@@ -333,6 +355,7 @@ class ReferenceModelAuditor(ShadowAuditor):
         """Has ``target`` forgotten ``query``? Three-way answer with the bound on the share
         of it still remembered."""
         reference, roles, population = self._fit(query, calibration, population)
+        refuse_target_as_reference(target, self.reference_models_)
         signal = {}
         for role in ROLES:
             out = self._predict(target, roles[role])

@@ -22,6 +22,7 @@ from monai_forget.defaults import (
     LEAK_SCAN_ALPHA,
     LEAK_SCAN_CORRECTIONS,
     LEAK_SCAN_DECOY_SOURCES,
+    LEAK_SCAN_STATISTICS,
     MEMORISATION_ALPHA,
     MEMORISATION_PAPER_TEST,
     MEMORISATION_RANDOM_FEATURES,
@@ -178,6 +179,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="names: real given and family names of the same lengths and case; letters: "
         "random letters of each name's kind, more power but more false alarms (measured: "
         "docs/memorisation.md) (default %(default)s)",
+    )
+    scan.add_argument(
+        "--statistic",
+        choices=LEAK_SCAN_STATISTICS,
+        default=LEAK_SCAN_STATISTICS[0],
+        help="what each name is ranked by among its decoys: m (Eq. 1, the paper's) or "
+        "class-shift (the rise in log-probability of the class the name raises most; "
+        "measured: docs/memorisation.md) (default %(default)s)",
     )
     scan.add_argument(
         "--no-attribution",
@@ -402,6 +411,7 @@ def run(args: argparse.Namespace) -> int:
         correction=args.correction,
         alpha=args.alpha,
         decoy_source=args.decoys_from,
+        statistic=args.statistic,
         attribution=not args.no_attribution,
         **_options(args),
     )

@@ -35,7 +35,12 @@ import numpy as np
 import torch
 
 from monai_forget.canary.font import TYPEFACE
-from monai_forget.defaults import LEAK_SCAN_ALPHA, LEAK_SCAN_CORRECTIONS, LEAK_SCAN_DECOY_SOURCES
+from monai_forget.defaults import (
+    LEAK_SCAN_ALPHA,
+    LEAK_SCAN_CORRECTIONS,
+    LEAK_SCAN_DECOY_SOURCES,
+    LEAK_SCAN_STATISTICS,
+)
 from monai_forget.memorisation.attribution import attribute_flags
 from monai_forget.memorisation.decoys import decoy_template, decoy_test, draw_decoys, fresh_seed
 from monai_forget.memorisation.feature import (
@@ -59,8 +64,9 @@ from monai_forget.memorisation.roster import Roster, check_names, read_roster
 from monai_forget.memorisation.scan_passes import ScanCheckpoint, run_passes, scan_key
 from monai_forget.memorisation.scan_result import DecoyNull, LeakScanResult, NameResult
 from monai_forget.memorisation.significance import PAPER_TEST, TESTS, one_tailed_test
+from monai_forget.memorisation.statistics import STATISTICS, Statistic, per_probe
 from monai_forget.results import package_versions
-from monai_forget.stats import benjamini_hochberg, bonferroni, kl_divergence
+from monai_forget.stats import benjamini_hochberg, bonferroni
 
 __all__ = [
     "CORRECTIONS",
@@ -96,22 +102,25 @@ def _rng(seed: int, template: str) -> np.random.Generator:
     return np.random.default_rng([int(seed), zlib.crc32(template.encode("utf-8"))])
 
 
-def _random_divergences(model, images, clean, feature, kind, seed, kwargs, pipeline):
+def _random_divergences(model, images, clean, feature, kind, seed, kwargs, pipeline, statistic):
     masks = feature.random_masks(len(images), _rng(seed, decoy_template(feature.text)), kind)
     if pipeline is not None:
         where = dict(position=feature.position, value=feature.value, patch=kind == "patch")
-        return pipeline_random_divergences(model, pipeline, clean, masks, **where, **kwargs)
+        return pipeline_random_divergences(
+            model, pipeline, clean, masks, **where, **kwargs, statistic=statistic
+        )
     carrying = FeatureCarrying(model, feature, masks, kind)
-    return kl_divergence(clean, predict_probs(carrying, images, "random-feature", **kwargs))
+    probs = predict_probs(carrying, images, "random-feature", **kwargs)
+    return per_probe(statistic, clean, probs[None])[0]
 
 
-def _controls(model, images, features, random_feature, seed, kwargs, pipeline=None):
+def _controls(model, images, features, random_feature, seed, kwargs, pipeline, statistic):
     """``model``'s outputs on the clean probes and each kind's random-control divergences
     (the controls burned through ``pipeline`` when the probes are acquisition images)."""
     clean = predict_probs(model, images, "clean", **kwargs)
     d_random = {
         template: _random_divergences(
-            model, images, clean, feature, random_feature, seed, kwargs, pipeline
+            model, images, clean, feature, random_feature, seed, kwargs, pipeline, statistic
         )
         for template, feature in features.items()
     }
@@ -168,6 +177,10 @@ class LeakScanConfig:
         test: the uncalibrated one-tailed test reported beside (default the paper's).
         correction: ``"bh"`` (Benjamini-Hochberg, default), ``"bonferroni"`` or ``"none"``.
         alpha: level for the adjusted calibrated p-values.
+        statistic: what each text is ranked by among its decoys: ``"m"`` (Eq. 1's M, the
+            paper's) or ``"class-shift"`` (the rise in log-probability of the class the
+            text raises most, less its random control's; a departure, see
+            :mod:`~monai_forget.memorisation.statistics`).
         random_feature: ``"patch"`` (the paper's), ``"ink"`` or ``"text"`` controls
             (shared by the names of one kind and their decoys).
         seed: seed of the random controls.
@@ -193,6 +206,7 @@ class LeakScanConfig:
     correction: Correction = "bh"
     alpha: float = LEAK_SCAN_ALPHA
     random_feature: RandomFeature = "patch"
+    statistic: Statistic = LEAK_SCAN_STATISTICS[0]  # type: ignore[assignment]
     seed: int = 0
     attribution: bool = True
     batch_size: int = 1024
@@ -212,6 +226,8 @@ class LeakScanConfig:
             )
         if self.decoys is not None and int(self.decoys) < 1:
             raise ValueError(f"decoys must be at least 1, got {self.decoys}")
+        if self.statistic not in STATISTICS:
+            raise ValueError(f"unknown statistic {self.statistic!r}; choose from {STATISTICS}")
         object.__setattr__(self, "position", tuple(int(p) for p in self.position))
 
     def decoys_for(self, n_names: int) -> int:
@@ -309,7 +325,7 @@ def leak_scan(
                 source=config.decoy_source,
             )
     texts = list(names) + [t for v in decoy_texts.values() for t in v]
-    stamp = dict(position=position, scale=scale, value=value)
+    stamp = dict(position=position, scale=scale, value=value, statistic=config.statistic)
     models = [model, *references]
     fingerprints = [model_fingerprint(m) for m in models]
     probes_fingerprint = (
@@ -328,7 +344,8 @@ def leak_scan(
     )
     # The same texts, controls and probes on every model.
     controls = [
-        _controls(m, images, features, random_feature, seed, kwargs, pipeline) for m in models
+        _controls(m, images, features, random_feature, seed, kwargs, pipeline, config.statistic)
+        for m in models
     ]
 
     def divergences(index: int, chunk: Sequence[str]) -> np.ndarray:
@@ -433,6 +450,7 @@ def leak_scan(
         "scale": int(scale),
         "value": value,
         "typeface": TYPEFACE,
+        "statistic": config.statistic,
         "grid": "model input" if pipeline is None else pipeline.describe(),
         "random_feature": random_feature,
         "decoys_per_kind": n_decoys,

@@ -22,8 +22,8 @@ import torch
 from monai_forget.canary import render_text, text_shape
 from monai_forget.memorisation.feature import RandomFeature, UniqueFeature
 from monai_forget.memorisation.pipeline import PipelineProbes
+from monai_forget.memorisation.statistics import Statistic, per_probe
 from monai_forget.scores import check_probabilities
-from monai_forget.stats import kl_divergence
 
 __all__ = [
     "FeatureCarrying",
@@ -122,8 +122,10 @@ def text_divergences(
     device: str | torch.device = "cpu",
     outputs: Literal["logits", "probs"] = "logits",
     progress: bool = False,
+    statistic: Statistic = "m",
 ) -> np.ndarray:
-    """Per-probe d^i = KL(f(x_c^i) || f(x_c^i carrying text)) for many texts (Eq. 1's d_u).
+    """Per-probe d^i = KL(f(x_c^i) || f(x_c^i carrying text)) for many texts (Eq. 1's d_u),
+    or another per-probe ``statistic`` (:mod:`~monai_forget.memorisation.statistics`).
 
     The texts are stamped on the probes in groups of several texts over all N probes
     (about 32 MB of images, reusing one buffer) and the model runs over each group in
@@ -196,8 +198,7 @@ def text_divergences(
                     probs, _ = check_probabilities(
                         logits.to("cpu", torch.float64).numpy(), from_logits=outputs == "logits"
                     )
-                    d = kl_divergence(np.tile(clean_probs, (len(group), 1)), probs)
-                    out[group] = d.reshape(len(group), n)
+                    out[group] = per_probe(statistic, clean_probs, probs.reshape(len(group), n, -1))
                     bar.update(len(group))
     finally:
         bar.close()
@@ -212,9 +213,11 @@ def _pipeline_kl(
     batch_size: int,
     device: str | torch.device,
     outputs: str,
+    statistic: Statistic = "m",
 ) -> np.ndarray:
-    """Per-probe KL(f(x_c) || f(x)) for each ``(N, C, h, w)`` set of model ``inputs``
-    ``(G, N, C, h, w)``: ``(G, N)``, the sets run as one stack in batches of ``batch_size``."""
+    """Per-probe KL(f(x_c) || f(x)) (or another ``statistic``) for each ``(N, C, h, w)`` set
+    of model ``inputs`` ``(G, N, C, h, w)``: ``(G, N)``, the sets run as one stack in
+    batches of ``batch_size``."""
     n = len(clean_probs)
     stacked = torch.from_numpy(inputs.reshape(-1, *inputs.shape[2:])).to(device)
     was_training = model.training
@@ -235,7 +238,7 @@ def _pipeline_kl(
     probs, _ = check_probabilities(
         logits.to("cpu", torch.float64).numpy(), from_logits=outputs == "logits"
     )
-    return kl_divergence(np.tile(clean_probs, (len(inputs), 1)), probs).reshape(len(inputs), n)
+    return per_probe(statistic, clean_probs, probs.reshape(len(inputs), n, -1))
 
 
 def pipeline_divergences(
@@ -251,6 +254,7 @@ def pipeline_divergences(
     device: str | torch.device = "cpu",
     outputs: Literal["logits", "probs"] = "logits",
     progress: bool = False,
+    statistic: Statistic = "m",
 ) -> np.ndarray:
     """:func:`text_divergences` through the model's preprocessing: each text is burned into
     the acquisition-grid probes by the injector's renderer, preprocessed, then scored.
@@ -278,7 +282,9 @@ def pipeline_divergences(
                 group = indices[start : start + per_group]
                 chosen = [texts[i] for i in group]
                 inputs = probes.carrying_texts(chosen, position, scale, value, reuse=True)
-                out[group] = _pipeline_kl(model, inputs, clean_probs, batch_size, device, outputs)
+                out[group] = _pipeline_kl(
+                    model, inputs, clean_probs, batch_size, device, outputs, statistic
+                )
                 bar.update(len(group))
     return out
 
@@ -295,9 +301,10 @@ def pipeline_random_divergences(
     batch_size: int = 1024,
     device: str | torch.device = "cpu",
     outputs: Literal["logits", "probs"] = "logits",
+    statistic: Statistic = "m",
 ) -> np.ndarray:
     """Eq. 1's d_r through the preprocessing: probe ``i`` carries the random feature
     ``masks[i]`` burned on the acquisition grid (``patch``: the whole box overwritten,
     the paper's control; else the mask's pixels painted like a text)."""
     inputs = probes.carrying(masks, position, value, background=0.0 if patch else None)
-    return _pipeline_kl(model, inputs[None], clean_probs, batch_size, device, outputs)[0]
+    return _pipeline_kl(model, inputs[None], clean_probs, batch_size, device, outputs, statistic)[0]

@@ -168,6 +168,11 @@ class LeakScanResult(Result):
                 return r.rank
         raise KeyError("that name was not scanned (the roster holds no such entry)")
 
+    @property
+    def statistic_label(self) -> str:
+        """What the names were ranked by: ``M`` (Eq. 1) or ``shift`` (the class shift)."""
+        return "shift" if self.settings.get("statistic") == "class-shift" else "M"
+
     def summary(self, top: int = 10) -> str:
         """A plain-text table of the ``top`` best-ranked names."""
         sig = self.significant_names()
@@ -194,8 +199,8 @@ class LeakScanResult(Result):
         lines = [
             head,
             *([f"out of reach: {reach}"] if reach else []),
-            f"{'rank':>4}  {'name':20s} {'M':>11} {'exposure':>8} {'p':>10} {'p adj':>10} "
-            f"{self.test + ' p':>12}",
+            f"{'rank':>4}  {'name':20s} {self.statistic_label:>11} {'exposure':>8} {'p':>10} "
+            f"{'p adj':>10} {self.test + ' p':>12}",
         ]
         for r in self.rows[:top]:
             mark = " *" if r.significant else ""

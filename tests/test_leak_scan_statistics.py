@@ -1,0 +1,48 @@
+"""The per-probe statistics a leak scan ranks texts by: Eq. 1's KL and the class shift,
+against hand-worked values and scipy."""
+
+import numpy as np
+import pytest
+import scipy.special
+
+from monai_forget.memorisation.statistics import class_shift, per_probe
+
+
+def test_the_class_shift_by_hand():
+    """Two probes, three classes. Text 0 raises class 2 on both probes (log 2 and log 3)
+    and class 0 on one only; text 1 raises class 0 most on average. Each probe's value is
+    its rise in the text's own class, which may be negative on that probe."""
+    clean = np.array([[0.5, 0.3, 0.2], [0.6, 0.3, 0.1]])
+    carrying = np.array(
+        [
+            [[0.6, 0.0, 0.4], [0.3, 0.4, 0.3]],  # text 0: class 2 rises by log 2, log 3
+            [[0.9, 0.05, 0.05], [0.4, 0.5, 0.1]],  # text 1: class 0 by log 1.8, log 2/3
+        ]
+    )
+    out = class_shift(clean, carrying)
+    np.testing.assert_allclose(out[0], [np.log(2.0), np.log(3.0)])
+    np.testing.assert_allclose(out[1], [np.log(1.8), np.log(0.4 / 0.6)])
+    # class 1 of text 0 fell to exactly 0: floored, not -inf, and not chosen
+    assert np.isfinite(out).all()
+
+
+def test_the_class_shift_is_the_largest_mean_rise_over_classes():
+    """Brute force: for random outputs, the mean of the returned values is the largest
+    mean log-ratio over classes, and no other class beats it."""
+    rng = np.random.default_rng(0)
+    clean = scipy.special.softmax(rng.normal(size=(50, 6)), axis=1)
+    carrying = scipy.special.softmax(rng.normal(size=(7, 50, 6)), axis=2)
+    out = class_shift(clean, carrying)
+    for g in range(7):
+        means = [np.mean(np.log(carrying[g, :, k] / clean[:, k])) for k in range(6)]
+        assert out[g].mean() == pytest.approx(max(means))
+
+
+def test_m_is_scipys_kl_of_clean_to_carrying():
+    rng = np.random.default_rng(1)
+    clean = scipy.special.softmax(rng.normal(size=(20, 4)), axis=1)
+    carrying = scipy.special.softmax(rng.normal(size=(3, 20, 4)), axis=2)
+    expected = scipy.special.rel_entr(clean[None], carrying).sum(axis=2)
+    np.testing.assert_allclose(per_probe("m", clean, carrying), expected)
+    with pytest.raises(ValueError, match="statistic must be one of"):
+        per_probe("auc", clean, carrying)
