@@ -11,8 +11,11 @@ name (and its decoys) where the injector's manifest says, into probes cut from p
 bundled CT and MR test images, passes them through the same bundle and ranks the names.
 
 The demo plants a strong canary (a series of :data:`SERIES` images) so that a newcomer
-sees the whole path find it in about a minute; how often a smaller series is found is
-measured in ``benchmarks/results/leak_scan_pipeline_series.md``.
+sees the whole path find it in about a minute, and ranks the names by the class shift
+(:mod:`~monai_forget.memorisation.statistics`), which finds this name where Eq. 1's M
+ranks it 13th of 20; how often a smaller series is found is measured in
+``benchmarks/results/leak_scan_pipeline_series.md``. Its decoys are drawn with the demo's
+seed, so a run is reproducible.
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ POSITION = (4, 4)
 SCALE = 2
 #: What the scan ranks each name by (``memorisation scan --statistic``).
 STATISTIC = "class-shift"
+#: Decoys per kind of name: three times the default, so the smallest calibrated p (1/3000)
+#: leaves room under BH's 0.05 / 20 for a name with a decoy or two above it.
+DECOYS = 2999
 #: Probes cut from pydicom's bundled test images.
 PROBES = 200
 PROBE_SOURCES = ("CT_small.dcm", "MR_small.dcm")
@@ -162,7 +168,7 @@ class LeakDemo:
             f"monai-forget memorisation scan --model {o / 'model.pt'} --bundle "
             f"{o / 'digits_bundle'} --probes {o / 'probes'} --roster {o / 'roster.csv'} "
             f"--canary-manifest {o / 'canary.manifest.json'} --statistic "
-            f"{self.result.settings['statistic']} --decoy-seed "
+            f"{self.result.settings['statistic']} --decoys {DECOYS} --decoy-seed "
             f"{self.result.settings['decoy_seed']} --out {o / 'scan-again'}"
         )
 
@@ -250,7 +256,8 @@ def run_leak_demo(
     probes = PipelineProbes.from_bundle(bundle, out / "probes")
     placement = manifest_placement(out / "canary.manifest.json")
     config = LeakScanConfig(position=placement["position"], scale=placement["scale"],
-                            value="max", seed=seed, device=device, statistic=STATISTIC)  # fmt: skip
+                            value="max", seed=seed, decoy_seed=seed, decoys=DECOYS,
+                            device=device, statistic=STATISTIC)  # fmt: skip
     result = leak_scan(model, probes, list(ROSTER), config, progress=progress)
     write_scan_report(result, out / "scan", title="Leak check demo")
     return LeakDemo(leaked, SERIES, result, out)

@@ -45,6 +45,7 @@ LAYERS: dict[str, int] = {
     "handlers": 8,
     "bundles": 9,
     "demo": 9,
+    "leak_demo": 9,
     "data_prep": 9,
     "cli": 10,
     "__main__": 11,

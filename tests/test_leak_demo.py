@@ -53,6 +53,9 @@ def test_the_demo_plants_with_the_injector_and_scans_where_it_burned(demo):
     )
     assert finding, stdout[-2000:]
     assert int(finding.group(1)) == planted["rank"]
+    # the demo's point: the name planted with the injector is found through the bundle
+    assert planted["rank"] == 1 and record["significant"] == [ROSTER[0]]
+    assert record["settings"]["statistic"] == "class-shift"
 
 
 def test_the_printed_scan_command_repeats_the_demo_scan(demo):
