@@ -645,6 +645,13 @@ MUTANTS = (
         ("tests/test_leak_scan_statistics.py",),
     ),
     Mutant(
+        "memorisation score: the paper's test decides over the decoys",
+        "monai_forget/memorisation/score.py",
+        "        return self.deciding_pvalue < alpha",
+        "        return self.pvalue < alpha",
+        ("tests/test_memorisation_verdict.py",),
+    ),
+    Mutant(
         "handlers: the reference-model bound stored past 100 %",
         "monai_forget/handlers/evaluation_audits.py",
         '        upper = min(max(float(result.details["remembered_share_upper"]), 0.0), 1.0)',

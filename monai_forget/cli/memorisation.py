@@ -364,16 +364,9 @@ def run(args: argparse.Namespace) -> int:
             progress=True,
             **_options(args),
         )
-        if score.reference is not None:
-            found = score.reference.pvalue < args.alpha
-            how = f"p = {score.reference.pvalue:.4g} against {score.reference.n} reference models"
-        elif score.calibrated is not None:
-            found = score.calibrated.pvalue < args.alpha
-            how = f"calibrated p = {score.calibrated.pvalue:.4g} against decoys"
-        else:
-            found, how = score.significant(args.alpha), f"{args.test} p = {score.pvalue:.4g}"
+        found = score.significant(args.alpha)
         verdict = "evidence of memorisation" if found else "no evidence of memorisation"
-        print(f"feature {feature.describe()}: {verdict} ({how}, alpha {args.alpha})")
+        print(f"feature {feature.describe()}: {verdict} ({score.evidence()}, alpha {args.alpha})")
         print(score.summary())
         if out is not None:
             record = {

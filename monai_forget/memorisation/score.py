@@ -105,9 +105,29 @@ class MemorisationScore(Result):
         """Statistic of the primary test."""
         return self.tests[self.test].statistic
 
+    @property
+    def deciding_pvalue(self) -> float:
+        """The p-value of the strongest evidence the score holds: against reference models
+        when they were given, else calibrated on decoys when decoys were scored, else the
+        primary (uncalibrated) test's."""
+        if self.reference is not None:
+            return self.reference.pvalue
+        if self.calibrated is not None:
+            return self.calibrated.pvalue
+        return self.pvalue
+
+    def evidence(self) -> str:
+        """Which test decides and its p-value, in words (:attr:`deciding_pvalue`)."""
+        if self.reference is not None:
+            return f"p = {self.reference.pvalue:.4g} against {self.reference.n} reference models"
+        if self.calibrated is not None:
+            return f"calibrated p = {self.calibrated.pvalue:.4g} against decoys"
+        return f"{self.test} p = {self.pvalue:.4g}"
+
     def significant(self, alpha: float = MEMORISATION_ALPHA) -> bool:
-        """Whether the primary test rejects "no memorisation" at level ``alpha``."""
-        return self.pvalue < alpha
+        """Whether the deciding test (:attr:`deciding_pvalue`) rejects "no memorisation" at
+        level ``alpha``: the command line's verdict is this one."""
+        return self.deciding_pvalue < alpha
 
     def summary(self) -> str:
         """One line per test: M, statistic and p."""
