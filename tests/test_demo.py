@@ -124,7 +124,8 @@ def test_the_readme_python_examples_run_as_typed_on_the_demo_inputs(demo_out, tm
     from commands import REPO, environment
 
     blocks = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
-    assert len(blocks) == 2 and "KSCalibratedRatio(ks" in blocks[1]
+    assert len(blocks) == 3 and "KSCalibratedRatio(ks" in blocks[1]
+    assert "ComplianceGate(provider=" in blocks[2] and "audit_set()" in blocks[2]
     inputs = tmp_path / "inputs"  # a copy: the other tests read the demo's own folder
     shutil.copytree(demo_out / "inputs", inputs)
     script = tmp_path / "readme_example.py"
@@ -136,6 +137,9 @@ def test_the_readme_python_examples_run_as_typed_on_the_demo_inputs(demo_out, tm
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.startswith("REFMODEL: not forgotten")  # the target trained on C
-    metrics = ast.literal_eval(run.stdout.strip().splitlines()[-1])
+    lines = run.stdout.strip().splitlines()
+    metrics = ast.literal_eval(next(line for line in lines if line.startswith("{'rho_KS'")))
     assert set(metrics) == {"rho_KS", "rho_EMA"} and 0 <= metrics["rho_EMA"] <= 1
+    # the gate fails the evaluation of a target trained on C, saying so
+    assert lines[-1].startswith("provider 'C' must be forgotten, but the audit does not"), lines[-1]
     assert (inputs / "report.html").is_file()

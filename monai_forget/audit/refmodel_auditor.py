@@ -343,6 +343,18 @@ class ReferenceModelAuditor(ShadowAuditor):
             return None
         return {r: sample_groups(roles[r], self.group_pattern, _ROLE_NAMES[r]) for r in ROLES}
 
+    def audit_set(self) -> LabelledImages:
+        """What a :class:`~monai_forget.handlers.ReferenceModelAudit` handler must evaluate
+        after the last ``fit_reference`` or ``audit``: D_Q and the scored known members and
+        non-members (the handler matches each sample to its role by content).
+
+        Raises:
+            ValueError: the auditor has not been fitted.
+        """
+        if not self.roles_:
+            raise ValueError("fit the auditor first: fit_reference(query, (members, nonmembers))")
+        return concat(*(self.roles_[role] for role in ROLES))
+
     def audit(
         self,
         target: nn.Module,
