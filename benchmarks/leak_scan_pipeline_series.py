@@ -15,7 +15,12 @@ Each model is scanned twice with the scan's defaults (50-name roster, name decoy
 - ``pipeline``: :class:`~monai_forget.memorisation.pipeline.PipelineProbes`: every text
   burned on the acquisition grid the same way, then area-resized (the issue's path);
 - ``direct``: the documented direct stamp on the model grid (5x5 at (1, 1), value 1.0):
-  what the scan measured before the issue, mis-specified for a pipeline.
+  what the scan measured before the issue, mis-specified for a pipeline;
+- ``pipeline, class shift``: the pipeline scan ranking texts by the class shift
+  (``--statistic class-shift``) instead of Eq. 1's M.
+
+With ``--grid 28 --scale 1 --position 1 1`` the acquisition grid is the model's (the
+resize is the identity): the ``pipeline`` rows are then the direct-stamp cell itself.
 
 Detected = the leaked name flagged and ranked first; a control scan's false alarm = any
 name flagged; 95 % Wilson intervals. The comparator is the direct-stamp cell measured
