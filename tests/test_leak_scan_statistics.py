@@ -46,3 +46,15 @@ def test_m_is_scipys_kl_of_clean_to_carrying():
     np.testing.assert_allclose(per_probe("m", clean, carrying), expected)
     with pytest.raises(ValueError, match="statistic must be one of"):
         per_probe("auc", clean, carrying)
+
+
+def test_a_class_shift_scan_quotes_no_cells_measured_with_m():
+    """The report's measured false alarms and detection were measured with M: a scan
+    ranked by the class shift must not quote them as its own."""
+    from monai_forget.memorisation.report import measured_detection, measured_false_alarms
+
+    by_m = measured_false_alarms("bh", 0.05, decoy_source="names")
+    assert by_m and all(r.get("statistic", "m") == "m" for r in by_m)
+    assert measured_detection("bh", 0.05, decoy_source="names")
+    assert measured_false_alarms("bh", 0.05, decoy_source="names", statistic="class-shift") == []
+    assert measured_detection("bh", 0.05, decoy_source="names", statistic="class-shift") == []

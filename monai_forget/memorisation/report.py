@@ -59,11 +59,14 @@ def _same_scan(
     references: int,
     decoy_source: str,
     by_patient: bool,
+    statistic: str = "m",
 ) -> bool:
     """Whether a measured row is of a scan like this one: correction, alpha, decoy
-    source, and reference models (none, without the roster, or by patient)."""
+    source, reference models (none, without the roster, or by patient) and the statistic
+    the names were ranked by (rows without one were measured with M)."""
     return (
-        row["correction"] == correction
+        row.get("statistic", "m") == statistic
+        and row["correction"] == correction
         and row["alpha"] == alpha
         and row["decoy_source"] == decoy_source
         and bool(row.get("references", 0)) == bool(references)
@@ -77,11 +80,12 @@ def measured_false_alarms(
     references: int = 0,
     decoy_source: str = LEAK_SCAN_DECOY_SOURCES[0],
     by_patient: bool = False,
+    statistic: str = "m",
 ) -> list[dict[str, Any]]:
     """The benchmark's measurements for scans with this correction, alpha and decoy
     source, with reference models or without (``references``: how many the scan had;
-    ``by_patient``: trained on halves of the patients)."""
-    like = (correction, alpha, references, decoy_source, by_patient)
+    ``by_patient``: trained on halves of the patients), ranked by ``statistic``."""
+    like = (correction, alpha, references, decoy_source, by_patient, statistic)
     return [r for r in MEASURED_FALSE_ALARMS if _same_scan(r, *like)]
 
 
@@ -91,10 +95,12 @@ def measured_detection(
     references: int = 0,
     decoy_source: str = LEAK_SCAN_DECOY_SOURCES[0],
     by_patient: bool = False,
+    statistic: str = "m",
 ) -> list[dict[str, Any]]:
     """The measured detection curve of scans like this one (rows by data, network and
-    series length); empty where it was not measured (references without the roster)."""
-    like = (correction, alpha, references, decoy_source, by_patient)
+    series length); empty where it was not measured (references without the roster, the
+    class shift)."""
+    like = (correction, alpha, references, decoy_source, by_patient, statistic)
     return [r for r in MEASURED_DETECTION if _same_scan(r, *like)]
 
 
@@ -223,9 +229,9 @@ def render_scan_report(result: LeakScanResult, title: str = "Leak scan") -> str:
     )
 
 
-def _scan_kind(result: LeakScanResult) -> tuple[str, float, int, str, bool]:
-    """(correction, alpha, reference models, decoy source, references by patient): what
-    the measurements of the scan's error rates are keyed by."""
+def _scan_kind(result: LeakScanResult) -> tuple[str, float, int, str, bool, str]:
+    """(correction, alpha, reference models, decoy source, references by patient,
+    statistic): what the measurements of the scan's error rates are keyed by."""
     settings = result.settings
     return (
         result.correction,
@@ -233,6 +239,7 @@ def _scan_kind(result: LeakScanResult) -> tuple[str, float, int, str, bool]:
         settings.get("references", 0),
         settings.get("decoy_source", "letters"),
         settings.get("references_by_patient", False),
+        settings.get("statistic", "m"),
     )
 
 
