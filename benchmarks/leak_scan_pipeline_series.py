@@ -111,7 +111,7 @@ def scanned(args, series: int, rep: int) -> dict | None:
     arm = f"series{series}" if series else "control"
     key = f"pipeline/grid{args.grid}/{arm}/{rep}/scans"
     record = store.get(key)
-    if (record is not None and all(a in record for a in ARMS)) or args.cached_only:
+    if (record is not None and all(a in record for a in args.arms)) or args.cached_only:
         return record
     model, name = model_for(args, series, rep)
     probes = ufm.STATE["splits"]["mnist"].probes
@@ -126,7 +126,7 @@ def scanned(args, series: int, rep: int) -> dict | None:
         "pipeline, class shift": (through, {**burned, "statistic": "class-shift"}),
     }
     for arm_name, (scan_probes, where) in runs.items():
-        if arm_name in record:
+        if arm_name in record or arm_name not in args.arms:
             continue
         config = LeakScanConfig(decoy_seed=decoy_seed, seed=seed + rep, device=device, **where)
         start = time.perf_counter()
@@ -158,9 +158,9 @@ def report(args, records: dict, seconds: float) -> None:
     say("| scan | models | detected (flagged, ranked first) | ranked first | flagged | "
         "another roster name flagged | control scans flagging any name |")  # fmt: skip
     say("|---|---|---|---|---|---|---|")
-    for arm in ARMS:
-        series = [r for r in records["series"] if r is not None]
-        controls = [r for r in records["controls"] if r is not None]
+    for arm in args.arms:
+        series = [r for r in records["series"] if r is not None and arm in r]
+        controls = [r for r in records["controls"] if r is not None and arm in r]
         first = sum(r[arm]["rank"] == 1 for r in series)
         flagged = sum(r["name"] in r[arm]["flagged"] for r in series)
         found = sum(r[arm]["rank"] == 1 and r["name"] in r[arm]["flagged"] for r in series)
@@ -176,13 +176,16 @@ def report(args, records: dict, seconds: float) -> None:
         import scipy.stats
 
         for arm, other in (("pipeline", "direct"), ("pipeline, class shift", "pipeline")):
-            a = np.array([r[arm]["rank"] for r in series])
-            b = np.array([r[other]["rank"] for r in series])
+            if not {arm, other} <= set(args.arms):
+                continue
+            both = [r for r in series if arm in r and other in r]
+            a = np.array([r[arm]["rank"] for r in both])
+            b = np.array([r[other]["rank"] for r in both])
             test = scipy.stats.wilcoxon(a, b) if (a != b).any() else None
             say(
                 f"\nThe leaked name's rank among the 50 roster names, paired by model: median "
                 f"{np.median(a):g} by `{arm}`, {np.median(b):g} by `{other}`; `{arm}` ranks it "
-                f"better in {(a < b).sum()} of {len(series)} models, worse in {(a > b).sum()}"
+                f"better in {(a < b).sum()} of {len(both)} models, worse in {(a > b).sum()}"
                 + (f" (Wilcoxon signed-rank p = {test.pvalue:.3g})." if test else ".")
             )
     say(
@@ -202,6 +205,8 @@ def main() -> int:
     parser.add_argument("--grid", type=int, default=64, help="acquisition grid (pixels)")
     parser.add_argument("--scale", type=int, default=2, help="glyph scale on that grid")
     parser.add_argument("--position", type=int, nargs=2, default=[2, 2])
+    parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS),
+                        help="the scans to run and report (default: all)")  # fmt: skip
     parser.add_argument("--shard", default="0/1", help="K/N: every N-th model from K, no report")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--cached-only", action="store_true")
