@@ -36,7 +36,8 @@ def test_the_demo_plants_with_the_injector_and_scans_where_it_burned(demo):
     out = cwd / "monai-forget-leak-demo"
     manifest = json.loads((out / "canary.manifest.json").read_text(encoding="utf-8"))
     injected = [r for r in manifest["records"] if r["action"] == "injected"]
-    assert len(injected) == SERIES and all(r["pixels_changed"] > 0 for r in injected)
+    # per frame for DICOM: each of these single-frame files changed pixels
+    assert len(injected) == SERIES and all(min(r["pixels_changed"]) > 0 for r in injected)
     record = _scan(out / "scan")
     assert record["settings"]["position"] == list(POSITION)
     assert record["settings"]["scale"] == SCALE and record["settings"]["value"] == "max"
