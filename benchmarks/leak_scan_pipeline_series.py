@@ -222,14 +222,16 @@ def main() -> int:
     for rep in range(args.controls)[shard::shards]:
         records["controls"].append(record := scanned(args, 0, rep))
         if record:
-            log(f"control {rep}: pipeline {record['pipeline']['flagged']}, "
-                f"direct {record['direct']['flagged']}")  # fmt: skip
+            log(
+                f"control {rep}: "
+                + ", ".join(f"{a} {record[a]['flagged']}" for a in args.arms if a in record)
+            )
     for rep in range(args.reps)[shard::shards]:
         records["series"].append(record := scanned(args, args.series, rep))
         if record:
             log(
-                f"series {rep} {record['name']}: pipeline rank {record['pipeline']['rank']} "
-                f"{record['pipeline']['flagged']}, direct rank {record['direct']['rank']}"
+                f"series {rep} {record['name']}: "
+                + ", ".join(f"{a} rank {record[a]['rank']}" for a in args.arms if a in record)
             )
     if shards == 1:
         report(args, records, time.perf_counter() - start)
