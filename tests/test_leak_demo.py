@@ -89,3 +89,19 @@ def test_the_demo_refuses_to_replace_its_outputs(demo):
     assert again.returncode != 0
     assert "--overwrite" in again.stderr and "model.pt" in again.stderr
     assert model.read_bytes() == before
+
+
+def test_the_papers_m_does_not_flag_the_name_on_the_demo_model(demo):
+    """What the README says of the demo's model: M (Eq. 1) does not flag the planted name
+    that the class shift flags (one model: an illustration of the benchmark's rows)."""
+    from monai_forget.memorisation import LeakScanConfig, leak_scan
+    from monai_forget.memorisation.pipeline import PipelineProbes
+    from monai_forget.networks import load_model
+
+    out = demo[0] / "monai-forget-leak-demo"
+    model = load_model(out / "model.pt")
+    probes = PipelineProbes.from_bundle(out / "digits_bundle", out / "probes")
+    config = LeakScanConfig(position=POSITION, scale=SCALE, value="max", decoy_seed=0)
+    result = leak_scan(model, probes, list(ROSTER), config)
+    assert result.settings["statistic"] == "m"
+    assert ROSTER[0] not in result.significant_names() and result.rank_of(ROSTER[0]) > 1

@@ -13,7 +13,8 @@ the one class the text raises most on average over the probes,
 Why: a model that learned a burned-in name from a patient's series learned it as a cue
 for that patient's label, so the name moves probes toward one class. Any text of the same
 kind moves the output too, by its ink alone, in no consistent direction; Eq. 1's KL adds
-both, and the name's cue is lost among its decoys (measured: a name burned into 100 of
+both, and the name's cue is lost among its decoys (measured on one training, the leak
+demo's model: a name burned into 100 of
 1,797 training images moved the probes' mean probability of its class from 0.002 to 0.16,
 twice what the next roster name did, yet ranked 13th of 20 by M). Decoys calibrate
 either statistic: each is compared only with texts of its kind under the same rule, so
