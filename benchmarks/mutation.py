@@ -658,6 +658,34 @@ MUTANTS = (
         '        upper = float(result.details["remembered_share_upper"])',
         ("tests/test_handlers_data_check.py",),
     ),
+    Mutant(
+        "exposure: the pipeline memorises when every canary is flagged",
+        "monai_forget/memorisation/exposure.py",
+        "        return any(c.significant for c in self.canaries)",
+        "        return all(c.significant for c in self.canaries)",
+        ("tests/test_canary_exposure.py",),
+    ),
+    Mutant(
+        "exposure: the extrapolation takes the lower tail",
+        "monai_forget/memorisation/exposure.py",
+        "    return float(-stats.skewnorm.logsf(float(score), shape, loc, scale) / math.log(2))",
+        "    return float(-stats.skewnorm.logcdf(float(score), shape, loc, scale) / math.log(2))",
+        ("tests/test_canary_exposure.py",),
+    ),
+    Mutant(
+        "plant: two canaries may share a file",
+        "monai_forget/dicom/plant.py",
+        "        left[folder] = [p for i, p in enumerate(left[folder]) if i not in picks]\n",
+        "",
+        ("tests/test_canary_exposure.py",),
+    ),
+    Mutant(
+        "plant: a space under 10^6 texts accepted",
+        "monai_forget/dicom/plant.py",
+        "    if size < MIN_SPACE_SIZE:",
+        "    if size < 0:",
+        ("tests/test_canary_exposure.py",),
+    ),
 )
 
 

@@ -112,6 +112,13 @@ CANARY_DOC = (
     'monai-forget canary inject study/ study_all/ --all --text "JANE ROE" --scale 2',
     "monai-forget canary inject study/ study_all/ --all --dry-run",
 )
+#: docs/memorisation.md: a pipeline's canary exposure audit (plant, train, audit).
+EXPOSURE_DOC = (
+    "monai-forget canary inject training/ planted/ --random-canaries 1 --copies 1 3 10 30 "
+    "--position 4 3 --scale 2",
+    "monai-forget canary exposure --model model.pt --bundle my_bundle --probes probes/ "
+    "--canary-manifest planted.manifest.json --statistic class-shift --out exposure/",
+)
 PREPARE = (
     *(
         c
@@ -139,6 +146,7 @@ CLI_COMMANDS = (
     *README_FILES,
     *MEMORISATION_DOC,
     *CANARY_DOC,
+    *EXPOSURE_DOC,
     *PREPARE,
     *FL,
 )
@@ -362,6 +370,46 @@ def test_dicom_canary_commands(command: str, study: Path) -> None:
         assert not out.exists() and result.stdout.startswith("would write 3 file(s)")
     else:
         assert out.exists()
+
+
+@pytest.mark.slow
+def test_the_exposure_audit_commands(tmp_path: Path) -> None:
+    """docs/memorisation.md's exposure audit as typed: four canaries planted into a DICOM
+    training tree (3 class folders of 40 digits), an MLP-1 trained on the planted tree
+    through the bundle (the pipeline's own step, in Python here), then the audit."""
+    from monai_forget import leak_demo
+    from monai_forget.data import LabelledImages
+    from monai_forget.memorisation.pipeline import Preprocessing
+    from monai_forget.memorisation.training import EarlyStoppingTraining
+
+    images, labels = leak_demo.acquisition_images()
+    for label in (0, 1, 2):
+        for i in np.flatnonzero(labels == label)[:40]:
+            leak_demo.write_dicom(tmp_path / "training" / str(label) / f"{i:04d}.dcm",
+                                  images[i], f"P{i:04d}", int(i))  # fmt: skip
+    for k, probe in enumerate(leak_demo.probe_images(np.random.default_rng(0))[:20]):
+        leak_demo.write_dicom(tmp_path / "probes" / f"{k:02d}.dcm", probe, "PROBE", k)
+    (tmp_path / "my_bundle" / "configs").mkdir(parents=True)
+    config = json.dumps(leak_demo.bundle_config())
+    (tmp_path / "my_bundle" / "configs" / "inference.json").write_text(config)
+    planted_run = check(run_line(EXPOSURE_DOC[0], tmp_path))
+    assert "planting 4 canaries from the space AAAAA" in planted_run.stdout
+    pre = Preprocessing.from_bundle(tmp_path / "my_bundle")
+    files = sorted((tmp_path / "planted").rglob("*.dcm"))
+    x = np.stack([pre(v) for v in pre.load(files)])
+    y = np.array([int(f.parent.name) for f in files])
+    recipe = EarlyStoppingTraining("mlp-1", {"in_shape": (1, 32, 32), "num_classes": 3},
+                                   max_epochs=5)  # fmt: skip
+    data = LabelledImages(x, y, num_classes=3)
+    model, _ = recipe.train(data, data, seed=0)
+    torch.jit.script(model.eval()).save(str(tmp_path / "model.pt"))
+    audited = check(run_line(EXPOSURE_DOC[1], tmp_path))
+    record = json.loads((tmp_path / "exposure" / "exposure.json").read_text())
+    assert sorted(c["copies"] for c in record["canaries"]) == [1, 3, 10, 30]
+    assert {c["n_never_planted"] for c in record["canaries"]} == {999}
+    assert record["settings"]["statistic"] == "class-shift"
+    assert record["verdict"] in audited.stdout
+    assert (tmp_path / "exposure" / "exposure.png").is_file()
 
 
 # --- data_prep/README.md and the Kermany example of the chest X-ray bundle -----------

@@ -89,6 +89,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="folder input: processes sharing the files (default: the CPU cores this "
         "process may use); the output is the same for any N",
     )
+    from monai_forget.cli import canary_exposure
+
+    canary_exposure.add_plant_arguments(inject)
     inject.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     inject.add_argument("--dry-run", action="store_true", help="check and report; write nothing")
     inject.add_argument(
@@ -113,6 +116,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "warn when it will not survive it",
     )
     inject.set_defaults(func=run_inject)
+    canary_exposure.register(actions)
 
 
 def run_inject(args: argparse.Namespace) -> int:
@@ -128,8 +132,8 @@ def run_inject(args: argparse.Namespace) -> int:
 
     if args.canary is not None and args.all_files:
         raise ValueError("--canary and --all are mutually exclusive")
-    if not args.input.is_dir() and (args.canary is not None or args.all_files):
-        raise ValueError("--canary and --all apply to folder inputs only")
+    if not args.input.is_dir() and (args.canary or args.all_files or args.random_canaries):
+        raise ValueError("--canary, --all and --random-canaries apply to folder inputs only")
     try:
         with exit_on_terminate():
             published = _inject(args)
@@ -194,11 +198,15 @@ def _inject(args: argparse.Namespace) -> Published:
     from monai_forget.dicom import TextHasher, as_options, inject_and_publish
 
     options = as_options(args.text, args.position, args.scale, args.height_fraction, args.frames)
-    hasher = TextHasher(args.salt or os.environ.get(SALT_ENV), plain_text=args.plain_text)
+    from monai_forget.cli.canary_exposure import planted_from_args
+
+    planted = planted_from_args(args)
+    plain = args.plain_text or planted is not None
+    hasher = TextHasher(args.salt or os.environ.get(SALT_ENV), plain_text=plain)
     run = functools.partial(
         inject_and_publish, args.input, args.output, options, hasher=hasher,
         manifest=args.manifest, overwrite=args.overwrite, dry_run=args.dry_run,
-        all_files=args.all_files, canary=args.canary, workers=args.workers,
+        all_files=args.all_files, canary=args.canary, planted=planted, workers=args.workers,
     )  # fmt: skip
     if not args.input.is_dir():
         return run()

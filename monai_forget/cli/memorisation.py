@@ -17,7 +17,12 @@ import json
 import sys
 from pathlib import Path
 
-from monai_forget.cli.options import add_model_arguments, add_run_arguments, load_model_from_args
+from monai_forget.cli.options import (
+    add_model_arguments,
+    add_run_arguments,
+    load_model_from_args,
+    text_value,
+)
 from monai_forget.defaults import (
     LEAK_SCAN_ALPHA,
     LEAK_SCAN_CORRECTIONS,
@@ -29,15 +34,6 @@ from monai_forget.defaults import (
     MEMORISATION_SCORE_DECOYS,
     MEMORISATION_TESTS,
 )
-
-
-def _value(text: str) -> float | str:
-    if text == "max":
-        return text
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"value must be a number or 'max', got {text!r}") from None
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -64,7 +60,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--value",
-        type=_value,
+        type=text_value,
         help="pixel value of the text, or 'max' (default 1.0; with --bundle 'max', the "
         "injector's rule: each probe's white)",
     )

@@ -25,6 +25,16 @@ def positive_int(text: str) -> int:
     return value
 
 
+def text_value(text: str) -> float | str:
+    """An ``argparse`` type: the pixel value of burned text, a number or ``max``."""
+    if text == "max":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"value must be a number or 'max', got {text!r}") from None
+
+
 def available_device(text: str) -> str:
     """An ``argparse`` type: a torch device this machine has (``cpu`` needs no check)."""
     if text == "cpu":

@@ -7,13 +7,14 @@ with the reason, and nothing is written for it.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import logging
 import os
 import shutil
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,6 +93,27 @@ def _choose_canary(src: Path, entries: list[tuple[Path, str | None]], canary: st
     raise InjectionError(f"{src} holds no DICOM, NIfTI or PNG image to use as the canary")
 
 
+def _target(
+    src: Path,
+    entries: list[tuple[Path, str | None]],
+    all_files: bool,
+    canary: str | None,
+    planted: Mapping[str, str] | None,
+) -> Path | dict[Path, str] | None:
+    """What to burn into: every image (``None``), the one canary, or the planted files
+    (each a path relative to ``src`` with its own text), which must be regular files."""
+    if planted is None:
+        return None if all_files else _choose_canary(src, entries, canary)
+    if all_files or canary is not None:
+        raise ValueError("planted canaries exclude all_files and canary")
+    files = {path for path, reason in entries if reason is None}
+    chosen = {src / rel: text for rel, text in planted.items()}
+    missing = sorted(str(p.relative_to(src)) for p in chosen if p not in files)
+    if missing:
+        raise FileNotFoundError(f"planted files not found as regular files in {src}: {missing[:3]}")
+    return chosen
+
+
 def _check_paths(src: Path, dst: Path, overwrite: bool) -> None:
     if not src.is_dir():
         raise FileNotFoundError(f"{src} is not a folder")
@@ -129,6 +151,7 @@ class _Entry:
     reason: str | None  # why it is skipped (links, special files)
     burn: bool  # burn text into it when it is an image
     required: bool  # the chosen canary: it must be an image
+    text: str | None = None  # its own text (a planted random canary), else the options'
 
 
 def _process(entry: _Entry, options: BurnInOptions, hasher: TextHasher) -> ManifestRecord:
@@ -137,6 +160,8 @@ def _process(entry: _Entry, options: BurnInOptions, hasher: TextHasher) -> Manif
     if entry.reason is not None:
         return ManifestRecord("skipped", str(path), "", reason=entry.reason)
     record = None
+    if entry.text is not None:
+        options = dataclasses.replace(options, text=entry.text)
     if entry.burn:
         try:
             record = inject_any(
@@ -164,22 +189,25 @@ def _mirror(
     dst: Path,
     stage: Path | None,
     entries: list[tuple[Path, str | None]],
-    target: Path | None,
+    target: Path | Mapping[Path, str] | None,
     options: BurnInOptions,
     hasher: TextHasher,
     progress: Progress | None,
     workers: int = 1,
 ) -> list[ManifestRecord]:
     """One record per entry, in path order; files are written under ``stage`` (``None``:
-    a dry run), by ``workers`` processes (see :mod:`monai_forget.dicom.pool`)."""
+    a dry run), by ``workers`` processes (see :mod:`monai_forget.dicom.pool`). ``target``:
+    the one canary file, every image (``None``), or each planted file with its text."""
+    texts = target if isinstance(target, Mapping) else {}
     jobs = [
         _Entry(
             path,
             dst / path.relative_to(src),
             None if stage is None else stage / path.relative_to(src),
             reason,
-            target is None or path == target,
-            path == target,
+            path in texts if texts else target is None or path == target,
+            path == target or path in texts,
+            texts.get(path),
         )
         for path, reason in entries
     ]
@@ -226,6 +254,7 @@ def stage_tree(
     *,
     all_files: bool = False,
     canary: str | None = None,
+    planted: Mapping[str, str] | None = None,
     overwrite: bool = False,
     hasher: TextHasher | None = None,
     progress: Progress | None = None,
@@ -241,7 +270,7 @@ def stage_tree(
     src, dst = Path(src), Path(dst)
     _check_paths(src, dst, overwrite)
     entries = walk(src)
-    target = None if all_files else _choose_canary(src, entries, canary)
+    target = _target(src, entries, all_files, canary, planted)
     dst.parent.mkdir(parents=True, exist_ok=True)
     for line in sweep_stale_staging(dst).messages():
         report(line)
@@ -266,6 +295,7 @@ def inject_tree(
     *,
     all_files: bool = False,
     canary: str | None = None,
+    planted: Mapping[str, str] | None = None,
     overwrite: bool = False,
     dry_run: bool = False,
     hasher: TextHasher | None = None,
@@ -277,7 +307,9 @@ def inject_tree(
 
     Canary mode (default) burns into one instance — ``canary`` (a path relative to
     ``src``) or the first image in sorted path order — and copies every other file
-    unchanged. With ``all_files`` every image is burned into; files that are not images
+    unchanged. With ``all_files`` every image is burned into. With ``planted`` (paths
+    relative to ``src``, each with its own text: random canaries,
+    :mod:`~monai_forget.dicom.plant`) those files are burned into. Files that are not images
     (not DICOM, or no pixel data) are copied unchanged. Symbolic links and special
     files are skipped. Any other refusal stops the run.
 
@@ -296,7 +328,7 @@ def inject_tree(
         src, dst = Path(src), Path(dst)
         _check_paths(src, dst, overwrite)
         entries = walk(src)
-        target = None if all_files else _choose_canary(src, entries, canary)
+        target = _target(src, entries, all_files, canary, planted)
         for line in sweep_stale_staging(dst, remove=False).messages():
             report(line)
         hasher = hasher or TextHasher()
@@ -308,6 +340,7 @@ def inject_tree(
             options,
             all_files=all_files,
             canary=canary,
+            planted=planted,
             overwrite=overwrite,
             hasher=hasher,
             progress=progress,

@@ -153,3 +153,25 @@ def manifest_placement(path: str | os.PathLike) -> dict:
         "scale": int(scale),
         "typeface": document.get("typeface"),
     }
+
+
+def manifest_canaries(path: str | os.PathLike) -> dict[str, int]:
+    """The canary texts a manifest records in plain text, each with the number of files
+    it was burned into (``canary inject --random-canaries`` records them so).
+
+    Raises:
+        FileNotFoundError, ValueError: as :func:`manifest_placement`; also a manifest
+            whose texts are hashed (the audit must know the planted texts).
+    """
+    manifest_placement(path)  # the checks: a manifest, something injected, one placement
+    records = json.loads(Path(path).read_text(encoding="utf-8"))["records"]
+    injected = [r for r in records if r.get("action") == "injected"]
+    if any("text" not in r for r in injected):
+        raise ValueError(
+            f"{path} records hashed texts, not the canaries themselves; plant random "
+            "canaries with canary inject --random-canaries (it records them in plain text)"
+        )
+    copies: dict[str, int] = {}
+    for record in injected:
+        copies[record["text"]] = copies.get(record["text"], 0) + 1
+    return copies

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +55,7 @@ def inject_and_publish(
     dry_run: bool = False,
     all_files: bool = False,
     canary: str | None = None,
+    planted: Mapping[str, str] | None = None,
     workers: int | None = None,
     progress: Callable[[list[Path]], Iterable[Path]] | None = None,
     report: Callable[[str], object] | None = None,
@@ -71,7 +72,7 @@ def inject_and_publish(
         manifest: manifest path prefix (default: ``output``).
         overwrite: replace existing outputs and manifest.
         dry_run: check and plan only; nothing is written.
-        all_files, canary, workers, progress, report: folder inputs only, as
+        all_files, canary, planted, workers, progress, report: folder inputs only, as
             :func:`~monai_forget.dicom.folder.inject_tree` (workers default: the cores
             this process may use; report default: the package's logger).
 
@@ -85,8 +86,8 @@ def inject_and_publish(
     source, output = Path(source), Path(output)
     if canary is not None and all_files:
         raise ValueError("canary and all_files are mutually exclusive")
-    if not source.is_dir() and (canary is not None or all_files):
-        raise ValueError("canary and all_files apply to folder inputs only")
+    if not source.is_dir() and (canary is not None or all_files or planted is not None):
+        raise ValueError("canary, all_files and planted apply to folder inputs only")
     hasher = hasher or TextHasher()
     prefix = Path(manifest) if manifest is not None else output
     if source.is_dir():
@@ -114,6 +115,7 @@ def inject_and_publish(
     tree = {
         "all_files": all_files,
         "canary": canary,
+        "planted": planted,
         "hasher": hasher,
         "workers": workers or available_cores(),
         "progress": progress,

@@ -28,6 +28,8 @@ from monai_forget.memorisation.decoys import (
     decoy_test,
     draw_decoys,
 )
+from monai_forget.memorisation.exposure import CanaryExposure, ExposureAudit, canary_exposure
+from monai_forget.memorisation.exposure_report import write_exposure_report
 from monai_forget.memorisation.feature import (
     RandomFeature,
     UniqueFeature,
@@ -79,10 +81,12 @@ __all__ = [
     "CORRECTIONS",
     "PAPER_TEST",
     "TESTS",
+    "CanaryExposure",
     "Checkpoint",
     "DecoyNull",
     "DecoyTest",
     "EarlyStoppingTraining",
+    "ExposureAudit",
     "FeatureProbe",
     "LeakScanConfig",
     "LeakScanResult",
@@ -95,6 +99,7 @@ __all__ = [
     "TrainingLog",
     "UniqueFeature",
     "WhiteBoxScore",
+    "canary_exposure",
     "compute_m_score",
     "compute_white_box_score",
     "decoy_template",
@@ -117,5 +122,6 @@ __all__ = [
     "stamp_each",
     "warn_if_in_distribution",
     "white_box_score",
+    "write_exposure_report",
     "write_scan_report",
 ]

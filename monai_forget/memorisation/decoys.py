@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import itertools
 import math
-import string
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from monai_forget.canary.space import CLASSES, draw_distinct, text_template
 from monai_forget.results import Result
 
 __all__ = [
@@ -41,9 +41,6 @@ __all__ = [
     "feature_decoys",
     "fresh_seed",
 ]
-
-#: Character classes of a decoy template (see :func:`decoy_template`).
-_CLASSES = {"A": string.ascii_uppercase, "a": string.ascii_lowercase, "0": string.digits}
 
 
 @dataclass(frozen=True)
@@ -123,9 +120,9 @@ def fresh_seed() -> int:
 
 
 def decoy_template(text: str) -> str:
-    """The kind of ``text``: each capital letter as ``A``, small letter as ``a``, digit as
-    ``0``; spaces and punctuation kept. Texts of one template share their decoys."""
-    return "".join(next((k for k, v in _CLASSES.items() if c in v), c) for c in text)
+    """The kind of ``text`` (:func:`~monai_forget.canary.space.text_template`); texts of
+    one template share their decoys."""
+    return text_template(text)
 
 
 def draw_decoys(
@@ -160,7 +157,7 @@ def draw_decoys(
 
         choices, compose, key = name_space(template)
     elif source == "letters":
-        choices, compose, key = [_CLASSES.get(c, c) for c in template], "".join, str
+        choices, compose, key = [CLASSES.get(c, c) for c in template], "".join, str
     else:
         raise ValueError(f"unknown decoy source {source!r}; choose 'letters' or 'names'")
     excluded = {key(str(e)) for e in exclude if len(str(e)) == len(template)}
@@ -174,29 +171,6 @@ def draw_decoys(
         if len(found) <= n:
             return found
     return draw_distinct(choices, n, rng, compose, lambda text: key(text) not in excluded)
-
-
-def draw_distinct(
-    choices: Sequence[Sequence[str]],
-    n: int,
-    rng: np.random.Generator | int | None,
-    compose: Callable[[tuple[str, ...]], str],
-    allowed: Callable[[str], bool],
-) -> list[str]:
-    """``n`` distinct texts ``compose(picks)``, one uniform pick from each of ``choices``
-    per text, keeping only ``allowed`` ones, in the order drawn (the space must hold more
-    than ``n`` allowed texts)."""
-    rng = np.random.default_rng(rng)
-    drawn: dict[str, None] = {}  # an insertion-ordered set
-    while len(drawn) < n:
-        picks = [rng.integers(len(c), size=2 * (n - len(drawn))) for c in choices]
-        for row in zip(*picks, strict=True):
-            text = compose(tuple(c[i] for c, i in zip(choices, row, strict=True)))
-            if allowed(text):
-                drawn.setdefault(text)
-                if len(drawn) == n:
-                    break
-    return list(drawn)
 
 
 def feature_decoys(text: str | None, decoys: int | Sequence[str], seed: int) -> list[str]:
