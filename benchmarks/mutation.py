@@ -680,6 +680,20 @@ MUTANTS = (
         ("tests/test_canary_exposure.py",),
     ),
     Mutant(
+        "lettering: coverage burns the full value wherever it is not zero",
+        "monai_forget/canary/render.py",
+        "    out = region.astype(np.float64) + coverage * (fill - region)",
+        "    out = region.astype(np.float64) + (coverage > 0) * (fill - region)",
+        ("tests/test_canary_lettering.py",),
+    ),
+    Mutant(
+        "lettering: the scan burns coverage as a binary mask",
+        "monai_forget/memorisation/pipeline.py",
+        "        if masks.dtype != bool:  # ink coverage: composited, as the injector burns it",
+        "        if False:",
+        ("tests/test_canary_lettering.py",),
+    ),
+    Mutant(
         "plant: a space under 10^6 texts accepted",
         "monai_forget/dicom/plant.py",
         "    if size < MIN_SPACE_SIZE:",

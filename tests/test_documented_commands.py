@@ -107,6 +107,8 @@ MEMORISATION_DOC = (
 )
 CANARY_DOC = (
     'monai-forget canary inject "$CT" ct_canary.dcm',
+    'monai-forget canary inject "$CT" ct_canary.dcm --text "JANE ROE" --font DejaVuSans '
+    "--font-size 14",
     "monai-forget canary inject study/ study_canary/",
     "monai-forget canary inject study/ study_canary/ --canary series2/IM0042",
     'monai-forget canary inject study/ study_all/ --all --text "JANE ROE" --scale 2',

@@ -157,9 +157,13 @@ def check_fits(
 
 
 def _placed(target, mask, position, axes) -> tuple[np.ndarray, tuple[int, int], tuple]:
-    """The boolean mask, the (row, column) axes made positive and the checked box
-    ``(row, col, height, width)`` of ``mask`` at ``position`` in ``target``."""
-    mask = np.asarray(mask, dtype=bool)
+    """The mask (boolean, or float32 ink coverage), the (row, column) axes made positive
+    and the checked box ``(row, col, height, width)`` of ``mask`` at ``position``."""
+    mask = np.asarray(mask)
+    if mask.dtype != bool:
+        mask = mask.astype(np.float32)
+        if mask.size and (mask.min() < 0 or mask.max() > 1):
+            raise ValueError("an ink coverage mask must hold values in [0, 1]")
     ndim = target.ndim
     axes = (axes[0] % ndim, axes[1] % ndim)
     check_fits(mask.shape, position, (target.shape[axes[0]], target.shape[axes[1]]))
@@ -177,9 +181,14 @@ def paint(
 
     ``axes`` are the (row, column) axes of ``target``; the mask is applied to every
     index of the other axes. ``value`` is a scalar or broadcasts against the other
-    axes (in their order, e.g. one value per frame). Use :func:`stamp` for a copy.
+    axes (in their order, e.g. one value per frame). A float mask is ink coverage ``c``
+    (anti-aliased text, :mod:`~monai_forget.canary.lettering`): each pixel ``x`` of the
+    box becomes ``x + c * (value - x)``, rounded for integer images. Use :func:`stamp`
+    for a copy.
     """
     mask, axes, (row, col, height, width) = _placed(target, mask, position, axes)
+    if mask.dtype != bool:
+        return _blend(target, mask, (row, col, height, width), value, axes)
     if _is_tensor(target):
         import torch
 
@@ -195,6 +204,35 @@ def paint(
         fill = np.asarray(value)
         fill = fill[..., None] if fill.ndim else fill
         region[..., mask] = fill
+    return target
+
+
+def _blended(region, coverage, value):
+    """``region`` (``(..., h, w)``) with ``value`` composited over it at ``coverage``."""
+    if _is_tensor(region):
+        import torch
+
+        cover = torch.as_tensor(coverage, device=region.device, dtype=torch.float64)
+        fill = torch.as_tensor(value, device=region.device, dtype=torch.float64)
+        fill = fill.reshape(*fill.shape, 1, 1) if fill.ndim else fill
+        out = region.double() + cover * (fill - region.double())
+        return out.round() if not region.is_floating_point() else out
+    fill = np.asarray(value, dtype=np.float64)
+    fill = fill[..., None, None] if fill.ndim else fill
+    out = region.astype(np.float64) + coverage * (fill - region)
+    return np.rint(out) if not np.issubdtype(region.dtype, np.floating) else out
+
+
+def _blend(target, coverage, box, value, axes):
+    row, col, height, width = box
+    if _is_tensor(target):
+        import torch
+
+        view = torch.movedim(target, axes, (-2, -1))
+    else:
+        view = np.moveaxis(target, axes, (-2, -1))
+    region = view[..., row : row + height, col : col + width]
+    region[...] = _blended(region, coverage, value)
     return target
 
 
@@ -214,6 +252,10 @@ def changed_ink(
     """
     mask, axes, (row, col, height, width) = _placed(target, mask, position, axes)
     view = np.moveaxis(target, axes, (-2, -1))
+    if mask.dtype != bool:  # coverage: the pixels the compositing would change
+        region = view[..., row : row + height, col : col + width]
+        differs = (_blended(region, mask, value) != region) & (mask > 0)
+        return int(differs.reshape(-1, height, width).any(axis=0).sum())
     ink = view[..., row : row + height, col : col + width][..., mask]
     fill = np.asarray(value)
     differs = ink != (fill[..., None] if fill.ndim else fill)

@@ -64,6 +64,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="text height as a fraction of the image rows (largest integer scale that fits)",
     )
     inject.add_argument(
+        "--font",
+        help="a TrueType font instead of the 5x5 typeface, anti-aliased as viewers draw it: "
+        "a .ttf/.otf file or a font matplotlib bundles (DejaVuSans, DejaVuSansMono, ...)",
+    )
+    inject.add_argument(
+        "--font-size",
+        type=positive_int,
+        metavar="PX",
+        help="with --font: pixels per em (default 12)",
+    )
+    inject.add_argument(
         "--frames",
         nargs="+",
         type=int,
@@ -149,10 +160,10 @@ def run_inject(args: argparse.Namespace) -> int:
     print(f"{verb} {len(records) - len(skipped)} file(s), {len(injected)} with burned-in text")
     for record in injected:
         box = record.box
-        print(
-            f"  {record.output}: box rows {box.row}+{box.height} "
-            f"cols {box.col}+{box.width}, scale {box.scale}"
-        )
+        font = box.font
+        how = f"{font['typeface']} {font['font_size']} px" if font else f"scale {box.scale}"
+        where = f"box rows {box.row}+{box.height} cols {box.col}+{box.width}"
+        print(f"  {record.output}: {where}, {how}")
     if skipped:
         print(f"skipped {len(skipped)} entr{'y' if len(skipped) == 1 else 'ies'} (not written):")
         for record in skipped:
@@ -197,7 +208,8 @@ def _inject(args: argparse.Namespace) -> Published:
     """The library's inject-and-publish with the command line's options and progress bar."""
     from monai_forget.dicom import TextHasher, as_options, inject_and_publish
 
-    options = as_options(args.text, args.position, args.scale, args.height_fraction, args.frames)
+    options = as_options(args.text, args.position, args.scale, args.height_fraction, args.frames,
+                         args.font, args.font_size)  # fmt: skip
     from monai_forget.cli.canary_exposure import planted_from_args
 
     planted = planted_from_args(args)

@@ -164,6 +164,8 @@ def run_exposure(args: argparse.Namespace) -> int:
     config = LeakScanConfig(
         position=placement["position"],
         scale=placement["scale"],
+        font=placement["font"],
+        font_size=placement["font_size"],
         value=args.value,
         decoys=args.never_planted,
         decoy_seed=args.decoy_seed,

@@ -148,6 +148,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the .manifest.json of canary inject: burn the texts where and at the scale it "
         "burned its canaries (instead of --position and --scale)",
     )
+    scan.add_argument(
+        "--font",
+        help="with --bundle: names in a TrueType font (a file or a font matplotlib bundles, e.g. "
+        "DejaVuSans), anti-aliased as canary inject --font burns them (default: the 5x5 typeface)",
+    )
+    scan.add_argument(
+        "--font-size", type=int, metavar="PX", help="with --font: pixels per em (default 12)"
+    )
     scan.add_argument("--column", help="roster column holding the names (default 'name')")
     scan.add_argument(
         "--patient-column",
@@ -382,11 +390,13 @@ def run(args: argparse.Namespace) -> int:
     names = read_roster(args.roster, args.column, args.patient_column)
     reference_patients = _reference_patients(args)
     position, scale = tuple(args.position), args.scale
+    font, font_size = args.font, args.font_size
     if args.canary_manifest:
         from monai_forget.dicom.manifest import manifest_placement
 
         placement = manifest_placement(args.canary_manifest)
         position, scale = placement["position"], placement["scale"]
+        font, font_size = placement["font"], placement["font_size"]
     value = args.value if args.value is not None else ("max" if args.bundle else 1.0)
     model, probes, training = _inputs(args)
     # Saved as the scan goes: a killed scan, run again with the same command, resumes.
@@ -396,6 +406,8 @@ def run(args: argparse.Namespace) -> int:
     config = LeakScanConfig(
         position=position,
         scale=scale,
+        font=font,
+        font_size=font_size,
         value=value,
         correction=args.correction,
         alpha=args.alpha,

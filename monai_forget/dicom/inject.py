@@ -18,7 +18,8 @@ from pydicom.dataelem import RawDataElement
 from pydicom.dataset import Dataset
 
 from monai_forget import __version__
-from monai_forget.canary import TYPEFACE, changed_ink, paint, render_text
+from monai_forget.canary import TYPEFACE, changed_ink, paint
+from monai_forget.canary.lettering import BitmapLettering, Lettering
 from monai_forget.dicom.decode import check_pixel_data, decoded_pixels, transfer_syntax
 from monai_forget.dicom.display import colour_white, frame_white
 from monai_forget.dicom.errors import InjectionError
@@ -54,10 +55,12 @@ class BurnInResult:
     photometric_in: str = ""
     photometric_out: str = ""
 
+    lettering: Lettering | None = None  # None: the 5x5 typeface at ``scale``
+
     @property
     def mask(self) -> np.ndarray:
-        """The text mask that was burned in."""
-        return render_text(self.text, self.scale)
+        """The text mask that was burned in (ink coverage for a TrueType lettering)."""
+        return (self.lettering or BitmapLettering(self.scale)).render(self.text)
 
 
 def _resolve_text(ds: Dataset, options: BurnInOptions) -> tuple[str, str]:
@@ -108,9 +111,12 @@ class DicomPlan:
             ds.NumberOfFrames = 1  # set_pixel_data drops it for one frame; keep the element
         row, col = place.position
         height, width = place.shape
+        lettering = place.lettering or BitmapLettering(place.scale)
+        typeface = f"{TYPEFACE}, scale {place.scale}" if place.lettering is None else None
         description = (
-            f"Burned-in canary text added by monai-forget {__version__}: typeface {TYPEFACE}, "
-            f"scale {place.scale}, box rows {row}-{row + height - 1} cols {col}-{col + width - 1}"
+            f"Burned-in canary text added by monai-forget {__version__}: typeface "
+            f"{typeface or lettering.describe()}, box rows {row}-{row + height - 1} "
+            f"cols {col}-{col + width - 1}"
         )
         new_uid = mark_derived(ds, original, description)
         return BurnInResult(
@@ -129,6 +135,7 @@ class DicomPlan:
             transfer_syntax_out=str(transfer_syntax(ds)),
             photometric_in=pi_in,
             photometric_out=photometric,
+            lettering=place.lettering,
         )
 
     def render(self) -> Rendered:

@@ -122,8 +122,9 @@ def write_manifest(
 
 def manifest_placement(path: str | os.PathLike) -> dict:
     """Where and how the injector burned its text, from a ``.manifest.json``: the text
-    box's ``position`` (row, col) and glyph ``scale``, the same for every injected file
-    (what a leak scan of those canaries must burn on its probes).
+    box's ``position`` (row, col), glyph ``scale``, and for TrueType text its ``font``
+    and ``font_size`` (else ``None``), the same for every injected file (what a leak scan
+    of those canaries must burn on its probes).
 
     Raises:
         FileNotFoundError: no such manifest.
@@ -141,17 +142,22 @@ def manifest_placement(path: str | os.PathLike) -> dict:
     injected = [r for r in records if r.get("action") == "injected"]
     if not injected:
         raise ValueError(f"{path} records no injected file; nothing was burned in")
-    placements = {(r["bbox_row"], r["bbox_col"], r["scale"]) for r in injected}
+    placements = {
+        (r["bbox_row"], r["bbox_col"], r["scale"], r.get("font"), r.get("font_size"))
+        for r in injected
+    }
     if len(placements) > 1:
         raise ValueError(
-            f"{path}: the files were burned at {len(placements)} places or scales; scan each "
-            "placement with --position and --scale"
+            f"{path}: the files were burned at {len(placements)} places, scales or fonts; "
+            "scan each placement with --position and --scale (or --font and --font-size)"
         )
-    ((row, col, scale),) = placements
+    ((row, col, scale, font, font_size),) = placements
     return {
         "position": (int(row), int(col)),
         "scale": int(scale),
-        "typeface": document.get("typeface"),
+        "typeface": injected[0].get("typeface", document.get("typeface")),
+        "font": font,
+        "font_size": None if font_size is None else int(font_size),
     }
 
 

@@ -14,11 +14,11 @@ import numpy as np
 from monai_forget.canary import (
     check_fits,
     glyph,
-    render_text,
     scale_for_height,
     text_shape,
     unsupported_characters,
 )
+from monai_forget.canary.lettering import BitmapLettering, Lettering, TrueTypeLettering
 from monai_forget.dicom.errors import InjectionError
 
 
@@ -34,6 +34,10 @@ class BurnInOptions:
         height_fraction: if set, overrides ``scale`` with the largest scale whose text
             height is at most this fraction of the image rows.
         frames: 0-based frame indices to burn into; ``None`` means every frame.
+        font: a TrueType font (a font file, or a name matplotlib bundles, e.g.
+            ``DejaVuSans``) instead of the 5x5 typeface, anti-aliased
+            (:mod:`~monai_forget.canary.lettering`); ``scale`` is then unused.
+        font_size: the font's size in pixels per em (with ``font``; default 12).
     """
 
     text: str | None = None
@@ -41,6 +45,18 @@ class BurnInOptions:
     scale: int = 1
     height_fraction: float | None = None
     frames: tuple[int, ...] | None = None
+    font: str | None = None
+    font_size: int | None = None
+
+    def lettering(self) -> Lettering:
+        """The 5x5 typeface at ``scale``, or the TrueType ``font`` at ``font_size``."""
+        if self.font is None:
+            if self.font_size is not None:
+                raise ValueError("a font size needs a font (--font)")
+            return BitmapLettering(self.scale)
+        if self.height_fraction is not None:
+            raise ValueError("--height-fraction sizes the 5x5 typeface; give --font-size")
+        return TrueTypeLettering(self.font, 12 if self.font_size is None else self.font_size)
 
 
 def as_options(
@@ -49,6 +65,8 @@ def as_options(
     scale: int = 1,
     height_fraction: float | None = None,
     frames: Sequence[int] | None = None,
+    font: str | None = None,
+    font_size: int | None = None,
 ) -> BurnInOptions:
     """Build :class:`BurnInOptions` from loose arguments (lists from argparse)."""
     return BurnInOptions(
@@ -57,6 +75,8 @@ def as_options(
         scale=int(scale),
         height_fraction=height_fraction,
         frames=None if frames is None else tuple(int(f) for f in frames),
+        font=font,
+        font_size=None if font_size is None else int(font_size),
     )
 
 
@@ -69,10 +89,12 @@ class Placement:
     position: tuple[int, int]
     scale: int
     shape: tuple[int, int]
+    lettering: Lettering | None = None  # None: the 5x5 typeface at ``scale``
 
     def mask(self) -> np.ndarray:
-        """The rendered text mask (bounded: the box fits the image)."""
-        return render_text(self.text, self.scale)
+        """The rendered text mask (bounded: the box fits the image); ink coverage in
+        ``[0, 1]`` for a TrueType lettering."""
+        return (self.lettering or BitmapLettering(self.scale)).render(self.text)
 
 
 def place_text(
@@ -84,6 +106,14 @@ def place_text(
         ValueError: a character outside the typeface, a bad scale or fraction, or a
             box that does not fit (nothing is rendered before these checks pass).
     """
+    lettering = options.lettering()
+    position = (int(options.position[0]), int(options.position[1]))
+    if isinstance(lettering, TrueTypeLettering):
+        if not text.isprintable():
+            raise ValueError("the text has a character that is not printable; remove it")
+        shape = lettering.shape(len(text))
+        check_fits(shape, position, (rows, cols))
+        return Placement(text, text_source, position, 1, shape, lettering)
     missing = unsupported_characters(text)
     if missing:
         glyph(missing[0])  # raises with the supported set in the message
@@ -93,7 +123,6 @@ def place_text(
         else options.scale
     )
     shape = text_shape(len(text), scale)
-    position = (int(options.position[0]), int(options.position[1]))
     check_fits(shape, position, (rows, cols))
     return Placement(text, text_source, position, int(scale), shape)
 

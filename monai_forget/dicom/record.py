@@ -56,6 +56,7 @@ class TextBox:
     old_sop_instance_uid: str = ""
     new_sop_instance_uid: str = ""
     pixels_changed: list[int] | None = None
+    font: dict | None = None  # a TrueType lettering's record; None: the 5x5 typeface
 
     @classmethod
     def burned(cls, rendered: Rendered, hasher: TextHasher) -> TextBox:
@@ -74,6 +75,7 @@ class TextBox:
             old_sop_instance_uid=rendered.old_sop_instance_uid,
             new_sop_instance_uid=rendered.new_sop_instance_uid,
             pixels_changed=rendered.pixels_changed,
+            font=None if place.lettering is None else place.lettering.record(),
         )
 
 
@@ -117,7 +119,8 @@ class ManifestRecord:
                 bbox_height=box.height,
                 bbox_width=box.width,
                 frames=box.frames,
-                typeface=TYPEFACE,
+                # a TrueType font: its name as the typeface, its file and size
+                **(box.font or {"typeface": TYPEFACE}),
                 scale=box.scale,
                 value=box.value,
                 text_source=box.text_source,

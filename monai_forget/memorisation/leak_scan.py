@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from monai_forget.canary.font import TYPEFACE
+from monai_forget.canary.lettering import BitmapLettering, Lettering, TrueTypeLettering
 from monai_forget.defaults import (
     LEAK_SCAN_ALPHA,
     LEAK_SCAN_CORRECTIONS,
@@ -164,7 +165,12 @@ class LeakScanConfig:
 
     Args:
         position: ``(row, col)`` where burned-in text would start.
-        scale: glyph scale of the text.
+        scale: glyph scale of the text (the 5x5 typeface).
+        font, font_size: a TrueType font and its size in pixels instead of the 5x5
+            typeface, anti-aliased as the injector burns it
+            (:mod:`~monai_forget.canary.lettering`); scanned through a pipeline only
+            (``probes`` as :class:`~.pipeline.PipelineProbes`), with ``"patch"`` or
+            ``"ink"`` random controls, without attribution.
         value: pixel value of the text, or ``"max"`` (each probe's white).
         decoys: decoys per kind of name (length and letter case); default
             :func:`default_decoys` (at least 999, enough for one name to reach alpha).
@@ -198,6 +204,8 @@ class LeakScanConfig:
 
     position: tuple[int, int] = (1, 1)
     scale: int = 1
+    font: str | None = None
+    font_size: int | None = None
     value: float | str = 1.0
     decoys: int | None = None
     decoy_seed: int | None = None
@@ -229,6 +237,19 @@ class LeakScanConfig:
         if self.statistic not in STATISTICS:
             raise ValueError(f"unknown statistic {self.statistic!r}; choose from {STATISTICS}")
         object.__setattr__(self, "position", tuple(int(p) for p in self.position))
+        if self.font is not None and self.random_feature == "text":
+            raise ValueError(
+                "random-text controls are drawn in the 5x5 typeface; with a font use the "
+                "patch or ink controls"
+            )
+        self.lettering  # noqa: B018  (an unknown font or a bad size is refused here)
+
+    @property
+    def lettering(self) -> Lettering:
+        """How texts are drawn: the 5x5 typeface at ``scale`` or the TrueType font."""
+        if self.font is None:
+            return BitmapLettering(self.scale)
+        return TrueTypeLettering(self.font, 12 if self.font_size is None else self.font_size)
 
     def decoys_for(self, n_names: int) -> int:
         """Decoys per kind of name for a roster of ``n_names``."""
@@ -289,13 +310,20 @@ def leak_scan(
             patient.
     """
     config = LeakScanConfig() if config is None else config
-    position, scale, value = config.position, config.scale, config.value
+    position, value, lettering = config.position, config.value, config.lettering
+    truetype = isinstance(lettering, TrueTypeLettering)
+    scale = lettering if truetype else config.scale  # what the passes draw texts with
     random_feature, seed, alpha = config.random_feature, config.seed, config.alpha
     test, correction, outputs = config.test, config.correction, config.outputs
     from monai_forget.fingerprint import data_fingerprint, model_fingerprint
     from monai_forget.memorisation.passes import probe_set
 
     pipeline = probes if isinstance(probes, PipelineProbes) else None
+    if truetype and pipeline is None:
+        raise ValueError(
+            "TrueType text is scanned where it is burned: pass the probes at acquisition "
+            "resolution with the model's preprocessing (PipelineProbes; CLI: --bundle)"
+        )
     images = as_probe_images(probes if pipeline is None else pipeline.clean())
     grid = images.shape[-2:] if pipeline is None else pipeline.grid
     if name_patients is None:
@@ -316,7 +344,11 @@ def leak_scan(
     for name in names:
         template = decoy_template(name)
         if template not in features:
-            features[template] = UniqueFeature.from_text(name, position, scale, value)
+            features[template] = (
+                UniqueFeature(lettering.render(name) >= 0.5, position, value, name)
+                if truetype  # the controls' box and ink count (patch and ink controls)
+                else UniqueFeature.from_text(name, position, scale, value)
+            )
             decoy_texts[template] = draw_decoys(
                 template,
                 n_decoys,
@@ -413,7 +445,8 @@ def leak_scan(
     )
     flagged = [r.name for r in rows if r.significant]
     attributions = ()
-    if config.attribution and not references and len(flagged) > 1:
+    attribute = config.attribution and not references and not truetype
+    if attribute and len(flagged) > 1:
 
         def m_of(chunk: Sequence[str]) -> np.ndarray:
             d = _text_divergences(model, images, controls[0][0], chunk, pipeline, stamp, kwargs)
@@ -447,9 +480,9 @@ def leak_scan(
         )
     settings = {
         "position": [int(p) for p in position],
-        "scale": int(scale),
+        "scale": None if truetype else int(scale),
         "value": value,
-        "typeface": TYPEFACE,
+        **({"typeface": TYPEFACE} if not truetype else lettering.record()),
         "statistic": config.statistic,
         "grid": "model input" if pipeline is None else pipeline.describe(),
         "random_feature": random_feature,
@@ -459,7 +492,7 @@ def leak_scan(
         "smallest_adjusted_pvalue": best,
         "references": len(references),
         "references_by_patient": bool(reference_patients),
-        "attribution": bool(config.attribution and not references),
+        "attribution": bool(attribute),
     }
     provenance = {
         "model_fingerprint": fingerprints[0],

@@ -39,6 +39,7 @@ import numpy as np
 import torch
 
 from monai_forget.canary import check_fits, paint, render_text
+from monai_forget.canary.lettering import Lettering, TrueTypeLettering
 from monai_forget.memorisation.orientation import loader_transposes
 
 __all__ = ["PipelineProbes", "Preprocessing", "Visibility", "canary_visibility"]
@@ -413,12 +414,13 @@ class PipelineProbes:
         self,
         texts: Sequence[str],
         position: Sequence[int],
-        scale: int,
+        scale: int | Lettering,
         value: float | str,
         reuse: bool = False,
     ) -> np.ndarray:
         """The model inputs ``(G, N, C, h, w)`` of the probes carrying each text (all of one
-        length) in the 5x5 typeface at ``scale``.
+        length) in the 5x5 typeface at ``scale``, or in a TrueType lettering (anti-aliased
+        coverage composited over the box; the box-local path without glyph sums).
 
         With the box-local shortcut, a text's change to the model input is a sum over its
         glyph pixels: each ``scale x scale`` block of ink contributes the resize of the
@@ -429,6 +431,9 @@ class PipelineProbes:
         result is written into a buffer that the next call overwrites (fresh large
         allocations per group cost page faults).
         """
+        if isinstance(scale, TrueTypeLettering):
+            coverage = np.stack([scale.render(t) for t in texts])
+            return self._carrying(*self._loaded(coverage[:, None], position), value, None)
         glyphs, position = self._loaded(np.stack([render_text(t) for t in texts]), position)
 
         def masks_of(chosen: Sequence[str]) -> np.ndarray:
@@ -527,6 +532,9 @@ class PipelineProbes:
         clean = np.stack([x[:, row : row + height, col : col + width] for x in self.images])
         base = clean if background is None else np.full_like(clean, background)
         fill = np.asarray(values, dtype=np.float32)[None, :, None, None, None]
+        if masks.dtype != bool:  # ink coverage: composited, as the injector burns it
+            cover = masks[:, :, None].astype(np.float32)
+            return (base[None] + cover * (fill - base[None])).astype(np.float32), clean
         burned = np.where(masks[:, :, None], fill, base[None])
         return burned.astype(np.float32), clean
 

@@ -12,8 +12,9 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from monai_forget.canary import text_shape, unsupported_characters
+from monai_forget.canary import unsupported_characters
 from monai_forget.canary.font import TYPEFACE
+from monai_forget.canary.lettering import BitmapLettering, Lettering, as_lettering
 
 __all__ = ["Roster", "check_names", "entry_places", "read_roster"]
 
@@ -120,9 +121,13 @@ def read_roster(
 
 
 def check_names(
-    names: Sequence[str], position: Sequence[int], scale: int, image_hw: Sequence[int]
+    names: Sequence[str],
+    position: Sequence[int],
+    scale: int | Lettering,
+    image_hw: Sequence[int],
 ) -> list[str]:
-    """The names, stripped, after refusing empty, duplicate, unrenderable or too long ones.
+    """The names, stripped, after refusing empty, duplicate, unrenderable or too long ones
+    (``scale``: the 5x5 typeface's, or a TrueType lettering).
 
     Raises:
         ValueError: naming the entries (and roster lines) at fault and the fix; the
@@ -142,8 +147,12 @@ def check_names(
                 "remove the duplicate"
             )
         first[n] = i
+    lettering = as_lettering(scale)
+    bitmap = isinstance(lettering, BitmapLettering)
     for i, n in enumerate(stripped):
-        missing = unsupported_characters(n)
+        missing = unsupported_characters(n) if bitmap else [c for c in n if not c.isprintable()]
+        if missing and not bitmap:
+            raise ValueError(f"{_where(names, i)} of the roster has an unprintable character")
         if missing:
             raise ValueError(
                 f"{_where(names, i)} of the roster has {len(missing)} character(s) outside the "
@@ -154,14 +163,17 @@ def check_names(
     rows, cols = (int(s) for s in image_hw)
     too_long = []
     for i, n in enumerate(stripped):
-        h, w = text_shape(len(n), scale)
+        h, w = lettering.shape(len(n))
         if row < 0 or col < 0 or row + h > rows or col + w > cols:
             too_long.append(i)
     if too_long:
-        fit = max(0, (cols - col + 1) // (6 * scale))
+        fit = 0
+        while col + lettering.shape(fit + 1)[1] <= cols:
+            fit += 1
+        how = f"scale {lettering.scale}" if bitmap else lettering.describe()
         raise ValueError(
             f"{len(too_long)} roster name(s) do not fit {rows}x{cols} probes at (row {row}, "
-            f"col {col}) with scale {scale} ({entry_places(names, too_long)}); at most {fit} "
+            f"col {col}) with {how} ({entry_places(names, too_long)}); at most {fit} "
             "characters fit: use a smaller scale, another position, or larger probes"
         )
     return stripped
