@@ -490,7 +490,8 @@ def report(seg: dict, diag: dict, audit: dict | None, fed: dict | None) -> None:
                 f"| ({case}) | {d['n_references']} | {r['sizes']['query']} "
                 f"| {r['sizes']['members']} + {r['sizes']['nonmembers']} | {r['statistic']:.3g} "
                 f"| {d['member_auc']:.2f} | {d['member_effect_low']:.3f} "
-                f"| {share_text(d['remembered_share'])} [{share_text(d['remembered_share_upper'])}]"
+                f"| {share_text(d['membership_strength'])} "
+                f"[{share_text(d['membership_strength_upper'])}]"
                 f" | {r['decision']} |"
             )
         say()

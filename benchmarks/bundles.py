@@ -315,7 +315,8 @@ def report(bundle: str, profile: str, out: dict, gates: dict[str, bool]) -> None
         gate = "passes" if gates[case] else "fails the run"
         say(
             f"| ({case}) | {ref['statistic']:.3g} | {d['member_auc']:.3f} | "
-            f"{share_text(d['remembered_share'])} [{share_text(d['remembered_share_upper'])}] | "
+            f"{share_text(d['membership_strength'])} "
+            f"[{share_text(d['membership_strength_upper'])}] | "
             f"{ref['decision']} | {right(ref['decision'], case)} | {gate} |"
         )
     n_refs = out["a"]["refmodel"]["details"]["n_references"]

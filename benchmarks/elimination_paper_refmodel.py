@@ -103,8 +103,8 @@ def run_seed(digits, seed: int, args: argparse.Namespace) -> dict:
             result = auditor.audit_predictions(reference, signal, label=f"{model_name}, {name}")
             out[(model_name, name)] = {
                 "decision": result.decision,
-                "share": float(result.details["remembered_share"]),
-                "upper": float(result.details["remembered_share_upper"]),
+                "share": float(result.details["membership_strength"]),
+                "upper": float(result.details["membership_strength_upper"]),
                 "reason": str(result.details["reason"]),
             }
             log(f"  {model_name:18s} {name:9s} {result.decision:13s} "

@@ -179,8 +179,8 @@ def refmodel_audits(name: str, seed: int, work: Path, loaded: dict) -> dict:
             out[f"{label}/{site}"] = {
                 "decision": r.decision,
                 "p_member": r.statistic,
-                "upper": float(r.details["remembered_share_upper"]),
-                "remembered_share": float(r.details["remembered_share"]),
+                "upper": float(r.details["membership_strength_upper"]),
+                "membership_strength": float(r.details["membership_strength"]),
             }
     return out
 

@@ -101,7 +101,7 @@ def main() -> int:
         results[label] = run_arm(device, amp, args.seed)
         for name, expected, result in results[label]["rows"]:
             wrong += result.decision != expected
-            upper = min(1.0, result.details.get("remembered_share_upper", float("nan")))
+            upper = min(1.0, result.details.get("membership_strength_upper", float("nan")))
             say(
                 f"| {label} | {name} | {expected} | {result.decision} | "
                 f"{result.statistic:.4f} | {upper:.3f} |"

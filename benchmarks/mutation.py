@@ -654,8 +654,8 @@ MUTANTS = (
     Mutant(
         "handlers: the reference-model bound stored past 100 %",
         "monai_forget/handlers/evaluation_audits.py",
-        '        upper = min(max(float(result.details["remembered_share_upper"]), 0.0), 1.0)',
-        '        upper = float(result.details["remembered_share_upper"])',
+        '        upper = min(max(float(result.details["membership_strength_upper"]), 0.0), 1.0)',
+        '        upper = float(result.details["membership_strength_upper"])',
         ("tests/test_handlers_data_check.py",),
     ),
     Mutant(
@@ -692,6 +692,13 @@ MUTANTS = (
         "        if masks.dtype != bool:  # ink coverage: composited, as the injector burns it",
         "        if False:",
         ("tests/test_canary_lettering.py",),
+    ),
+    Mutant(
+        "audit: the bound read as a share of D_Q still remembered",
+        "monai_forget/audit/result.py",
+        "        f\"D_Q's membership strength at most {bound} of the known members' \"",
+        '        f"at most {bound} of D_Q still remembered "',
+        ("tests/test_remembered_share.py", "tests/test_handlers_data_check.py"),
     ),
     Mutant(
         "plant: a space under 10^6 texts accepted",

@@ -112,8 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     say(
         f"- its decision (D_Q is made of members): {result.get('decision')}, "
         f"p_member {result['statistic']:.3g}, remembered share "
-        f"{result['details']['remembered_share']:.2f} (upper bound "
-        f"{result['details']['remembered_share_upper']:.2f})"
+        f"{result['details']['membership_strength']:.2f} (upper bound "
+        f"{result['details']['membership_strength_upper']:.2f})"
     )
     for warning in result["details"]["warnings"]:
         say(f"  - warning: {warning}")

@@ -135,7 +135,7 @@ def format_cell(c: Cell) -> str:
     d = c.result.details
     return (
         f"{head} {c.result.statistic:.3g} | {d['member_auc']:.3f} "
-        f"| {share_text(d['remembered_share'])} [{share_text(d['remembered_share_upper'])}] "
+        f"| {share_text(d['membership_strength'])} [{share_text(d['membership_strength_upper'])}] "
         f"| {c.decision} | {s.expected} | {c.verdict} |"
     )
 

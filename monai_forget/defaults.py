@@ -57,8 +57,8 @@ ACDC_LEVELS: tuple[str, ...] = ("slice", "volume")
 ACDC_NIFTI_FRAMES: tuple[str, ...] = ("ed-es", "all")
 
 #: The reference-model auditor: reference models, the level of its set-level test (and the
-#: error level of the remembered share's upper bound), and the margin: "forgotten" means
-#: at most this share of D_Q is still remembered (the bound is below it). 0.5 is the
+#: error level of the upper bound on D_Q's membership strength relative to the known
+#: members), and the margin: "forgotten" means that bound is below it. 0.5 is the
 #: smallest of 0.1 / 0.25 / 0.5 at which a forgotten D_Q of 200 was certified in most
 #: audits on the development seeds of benchmarks/audit_calibration.py (MNIST and
 #: PneumoniaMNIST); every report prints the bound itself, so a stricter policy can be

@@ -4,8 +4,8 @@ A consortium of three providers (A, B, C) trains a classifier; provider C withdr
 The auditor holds a calibration set from the same domain that shares no sample with
 any provider (the target's known non-members), and knows the retained providers' data
 (its known members). Three scenarios are audited with the reference-model auditor (the
-product's default: a bound on the share of D_Q still remembered and a three-way
-decision at the default margin) and with the papers' K-S and EMA:
+product's default: a bound on D_Q's membership strength relative to the known members
+and a three-way decision at the default margin) and with the papers' K-S and EMA:
 
 1. the original model (trained on A + B + C), audited on C: should say "not forgotten";
 2. the model retrained without C, audited on C: should say "forgotten";
@@ -204,13 +204,14 @@ METHOD_NAMES = {"refmodel": "reference models", "ks": "K-S (paper)", "ema": "EMA
 def format_table(rows: list[DemoRow]) -> str:
     """The decisions as a markdown table."""
     lines = [
-        "| scenario | method | statistic | remembered (95 % upper bound) | decision | expected "
+        "| scenario | method | statistic | membership strength vs known members (95 % upper "
+        "bound) | decision | expected "
         "| right? |",
         "|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         r = row.result
-        bound = r.details.get("remembered_share_upper")
+        bound = r.details.get("membership_strength_upper")
         remembered = f"at most {share_text(bound)}" if bound is not None else "-"
         lines.append(
             f"| {row.scenario} | {METHOD_NAMES[r.method]} | {r.statistic_name} = "

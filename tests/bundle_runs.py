@@ -292,7 +292,7 @@ class BoundedRunTests:
         called "not forgotten"."""
         found = {case: bounded_run[case]["refmodel"] for case in "ab"}
         summary = {
-            c: (r["decision"], r["statistic"], r["details"]["remembered_share_upper"])
+            c: (r["decision"], r["statistic"], r["details"]["membership_strength_upper"])
             for c, r in found.items()
         }
         print(f"{bounded_run['bundle']}: reference-model audit (decision, p, bound) {summary}")

@@ -77,7 +77,9 @@ def test_reference_model_offline_route_decides_as_the_whole_flow(scenario, tmp_p
         signal[role] = reference.signal(out.probs, out.labels)
     offline = auditor.audit_predictions(reference, signal)
     assert (offline.decision, offline.statistic) == (whole.decision, whole.statistic)
-    assert offline.details["remembered_share_upper"] == whole.details["remembered_share_upper"]
+    assert (
+        offline.details["membership_strength_upper"] == whole.details["membership_strength_upper"]
+    )
     assert set(whole.provenance["cache_entries"]) >= {
         str(p) for p in tmp_path.rglob("*.pt")
     }  # every reference model that decided, by file and SHA-256

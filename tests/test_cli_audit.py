@@ -139,11 +139,11 @@ def test_reference_audit_three_way_exit_code_json_and_trail(files, tmp_path, cap
     # models a D_Q of 359 is certified forgotten at margin 0.5 with power above 0.9
     assert record["details"]["power_forgotten"] > 0.9
     assert record["decision"] == "forgotten" and code == 0
-    assert record["details"]["remembered_share_upper"] < record["details"]["margin"]
+    assert record["details"]["membership_strength_upper"] < record["details"]["margin"]
     assert record["exit_code"] == code and record["statistic_name"] == "p_member"
     assert {
-        "remembered_share",
-        "remembered_share_upper",
+        "membership_strength",
+        "membership_strength_upper",
         "margin",
         "reason",
         "needed_sizes",

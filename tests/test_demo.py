@@ -67,9 +67,9 @@ def test_reference_models_decide_every_scenario_right(demo_out):
     ref = {r.label: r for r in _results(demo_out) if r.method == "refmodel"}
     assert {label: r.decision for label, r in ref.items()} == expected
     forgotten = ref["retrained without C, provider C"].details
-    assert forgotten["remembered_share_upper"] < forgotten["margin"] == 0.5
+    assert forgotten["membership_strength_upper"] < forgotten["margin"] == 0.5
     remembered = ref["original model, provider C"].details
-    assert remembered["remembered_share"] > 0.5
+    assert remembered["membership_strength"] > 0.5
 
 
 def test_report_and_provenance(demo_out, capsys):

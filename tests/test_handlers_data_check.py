@@ -98,7 +98,7 @@ def test_reference_model_handler_reproduces_the_offline_audit(setup) -> None:
     metrics = _evaluate(setup, audit_set, handler, {"shuffle": False})
     online = handler.metric_fn.last_result
     assert metrics["stat"] == pytest.approx(offline.statistic, rel=1e-9, abs=1e-300)
-    upper = offline.details["remembered_share_upper"]
+    upper = offline.details["membership_strength_upper"]
     assert metrics["stat_upper"] == pytest.approx(min(max(upper, 0.0), 1.0), rel=1e-9)
     assert metrics["stat_forgotten"] == float(offline.decision == "forgotten")
     assert online.decision == offline.decision
@@ -192,15 +192,19 @@ def test_each_handler_logs_its_decision_in_words(setup, caplog) -> None:
         lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("stat: ")]
         assert lines == [decision_line("stat", result)], caplog.text[-2000:]
         assert result.decision in lines[0]
-    bound = re.search(r"at most (\d+%|any share) of D_Q still remembered", lines[0])
+    bound = re.search(
+        r"D_Q's membership strength (at most (\d+)% of the known members'|relative to the "
+        r"known members: no bound)",
+        lines[0],
+    )
     assert bound, lines[0]
-    assert bound.group(1) == "any share" or 0 <= int(bound.group(1)[:-1]) <= 100
+    assert bound.group(2) is None or 0 <= int(bound.group(2)) <= 100
     # the issue's case, a bound of 1.5034: the metric is stored as a share, <= 1
     from types import SimpleNamespace
 
     from monai.handlers import IgniteMetricHandler
 
-    details = {**result.details, "remembered_share_upper": 1.5034}
+    details = {**result.details, "membership_strength_upper": 1.5034}
     handler.metric_fn.last_result = dataclasses.replace(result, details=details)
     engine = SimpleNamespace(state=SimpleNamespace(metrics={}), logger=logging.getLogger("t"))
     with pytest.MonkeyPatch.context() as patch:
@@ -216,8 +220,8 @@ def test_a_bound_past_one_is_logged_and_stored_as_a_share() -> None:
     result = AuditResult(
         method="refmodel", decision="not forgotten", statistic_name="p_member",
         statistic=0.001, rule="p < alpha",
-        details={"remembered_share_upper": 1.5034, "reason": "evidence of remembering"},
+        details={"membership_strength_upper": 1.5034, "reason": "evidence of remembering"},
     )  # fmt: skip
     line = decision_line("audit", result)
-    assert "at most 100% of D_Q" in line and "150" not in line
+    assert "at most 100% of the known members'" in line and "150" not in line
     assert line.startswith("audit: not forgotten") and line.endswith("evidence of remembering")

@@ -218,3 +218,28 @@ def test_known_sets_statistics_by_hand() -> None:
         pick = rng.random(400_000) < share
         draws = np.where(pick, m_pop, n_pop)
         assert known.mixture_var(share) == pytest.approx(draws.var(), rel=0.02), share
+
+
+def test_a_set_wholly_remembered_at_40_percent_strength_reads_as_strength() -> None:
+    """Issue 50, item 3: every sample of D_Q remembered, each at 40 % of the members' lead
+    over the non-members (what an unlearning method that weakens every trace leaves). The
+    estimate is 0.4, as for a set of which 40 % is wholly remembered: the words say what
+    is bounded, a membership strength relative to the known members, not a share of D_Q's
+    samples (every sample here is remembered)."""
+    from monai_forget.audit.result import strength_text
+
+    rng = np.random.default_rng(3)
+    known = _known(rng)
+    weakened = known.nonmember_mean + 0.4 * known.effect + rng.normal(0, 0.02, 200)
+    bound = share_bound(weakened, known, ALPHA)
+    assert bound.estimate == pytest.approx(0.4, abs=0.03)
+    assert bound.estimate < bound.upper < 1
+    text = strength_text(bound.upper, ALPHA)
+    assert text == (
+        f"D_Q's membership strength at most {bound.upper:.0%} of the known members' "
+        "(95% upper bound)"
+    )
+    assert "remembered" not in text and "share" not in text
+    assert strength_text(math.inf) == (
+        "D_Q's membership strength relative to the known members: no bound"
+    )

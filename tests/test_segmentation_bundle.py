@@ -479,7 +479,7 @@ def test_reference_model_audit_of_a_provider(scenario: dict, folder: str) -> Non
     # second when D_Q happens to score above the non-members at alpha)
     reasons = ("the known members score no measurably higher", "but the known members do not")
     assert any(r in details["reason"] for r in reasons), details
-    assert details["member_effect_low"] <= 0 and details["remembered_share_upper"] == "inf"
+    assert details["member_effect_low"] <= 0 and details["membership_strength_upper"] == "inf"
     assert details["power_forgotten"] < 0.5
     assert set(details["needed_sizes"].values()) == {"inf"}, details["needed_sizes"]
     assert (out / "refmodel_report.html").is_file()

@@ -186,8 +186,8 @@ def test_remembered_and_forgotten_provider(tmp_path: Path) -> None:
     assert kept.decision == "not forgotten", kept.details
     assert gone.decision == "forgotten", gone.details
     assert kept.statistic < 0.001 < 0.5 < gone.statistic
-    assert kept.details["remembered_share"] > 0.5 > gone.details["remembered_share"]
-    assert gone.details["remembered_share_upper"] < gone.details["margin"]
+    assert kept.details["membership_strength"] > 0.5 > gone.details["membership_strength"]
+    assert gone.details["membership_strength_upper"] < gone.details["margin"]
     assert kept.details["unit"] == "patient" and kept.sizes["query"] == 16
     saved = json.loads((tmp_path / "kept" / "refmodel.json").read_text())
     reference = RefModelReference.from_dict(

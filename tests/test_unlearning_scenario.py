@@ -285,9 +285,9 @@ def test_withdrawal_evaluation_runs_the_reference_model_auditor(tmp_path) -> Non
     gone = evaluation.audits[("after", "site-1", "refmodel")]
     assert kept.decision == "not forgotten", kept.details["reason"]
     assert kept.details["needed_sizes"]["query"] < kept.sizes["query"]
-    assert kept.details["remembered_share"] > 0.8
-    assert gone.details["remembered_share"] < kept.details["remembered_share"] - 0.5
-    assert gone.details["remembered_share_upper"] < kept.details["remembered_share"]
+    assert kept.details["membership_strength"] > 0.8
+    assert gone.details["membership_strength"] < kept.details["membership_strength"] - 0.5
+    assert gone.details["membership_strength_upper"] < kept.details["membership_strength"]
     assert kept.statistic < gone.statistic
     # site-2 stayed, and is found: 120 members against site-3's 60 known members.
     remaining = evaluation.audits[("after", "site-2", "refmodel")]

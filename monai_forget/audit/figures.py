@@ -118,8 +118,8 @@ def refmodel_figure(result: AuditResult):
     )
     axes[2].set_title("log scale (low false-alarm regime)", fontsize=9)
     fig.suptitle(
-        f"p_member = {result.statistic:.3g}; remembered share at most "
-        f"{share_text(details.get('remembered_share_upper', float('inf')))} "
+        f"p_member = {result.statistic:.3g}; membership strength at most "
+        f"{share_text(details.get('membership_strength_upper', float('inf')))} of the members' "
         f"(margin {details.get('margin', float('nan')):g}): {result.decision}",
         fontsize=10,
     )

@@ -1,6 +1,6 @@
 """The reference-model auditor's statistics: per-sample membership scores against
-reference models, a set-level test, the share of D_Q still remembered with its upper
-bound, and the three-way decision.
+reference models, a set-level test, D_Q's membership strength relative to the known
+members with its upper bound, and the three-way decision.
 
 Anchors (their ideas, our code):
 
@@ -31,7 +31,7 @@ Decision (three-way, :func:`refmodel_decision`), at level ``alpha`` and margin `
   or scanner) and the decision is ``inconclusive`` (ours: measured on a bounded bundle
   run, where a model retrained without the provider got p = 0.018 with the members'
   effect bound at -0.07). Evidence of remembering wins over a bound below the margin.
-- ``forgotten`` at margin ``pi0``: the upper bound of the remembered share is below
+- ``forgotten`` at margin ``pi0``: the upper bound of the membership strength is below
   ``pi0`` (interval inclusion: at every true share >= ``pi0`` the chance of this is at
   most ``alpha``);
 - ``inconclusive``: neither, or the compared sets do not look alike to the reference
@@ -236,7 +236,7 @@ def auc(a: np.ndarray, b: np.ndarray) -> float:
 
 @dataclass(frozen=True)
 class SetTest:
-    """The set-level test of D_Q against known non-members, the remembered share, and the
+    """The set-level test of D_Q against known non-members, the membership strength, and the
     power behind each decision.
 
     Attributes:
@@ -246,7 +246,8 @@ class SetTest:
         member_mean: the known members' mean.
         nonmember_mean: the known non-members' mean.
         member_effect_low: one-sided 95 % lower confidence bound of member - non-member.
-        share: estimated share of D_Q still remembered (DUCI's mixture estimate).
+        share: D_Q's estimated membership strength relative to the known members (DUCI's
+            mixture estimate; a share of samples only under its two-component model).
         share_upper: its one-sided ``1 - alpha`` upper confidence bound (``inf``: none).
         margin: the share below which the bound must lie for "forgotten".
         power_forgotten: chance that a wholly forgotten D_Q of this size gets a bound
@@ -295,7 +296,7 @@ def set_test(
     under 10 % with the cross-fitted pair: tests/test_audit_refmodel.py); the
     permutation test is exact whenever D_Q and the non-members are exchangeable.
 
-    The remembered share and its upper bound are
+    The membership strength and its upper bound are
     :func:`~monai_forget.audit.remembered_share.share_bound` of the mapped values.
     """
     if not 0.0 < margin <= 1.0:

@@ -1,6 +1,6 @@
 """The reference-model auditor: reference models trained by the target's recipe on data
 the auditor controls, per-sample scores relative to them, and a set-level three-way
-decision, and the share of D_Q still remembered with its upper bound
+decision, and D_Q's membership strength relative to the known members with its upper bound
 (:mod:`~monai_forget.audit.refmodel` holds the statistics).
 
 Two settings (Carlini et al. 2022, Sec. IV-C; Zarifzadeh et al. 2024, Sec. 3):
@@ -160,10 +160,11 @@ class ReferenceModelAuditor(ShadowAuditor):
     Args:
         n_references: reference models to train (more give more power; at least 2).
         reference_fraction: share of the population each reference model trains on.
-        alpha: level of the set-level test and error level of the remembered share's
+        alpha: level of the set-level test and error level of the membership strength's
             upper bound.
-        margin: "forgotten" means the upper bound of the share of D_Q still remembered
-            is below this (default 0.5, ``monai_forget.defaults.REFMODEL_MARGIN``).
+        margin: "forgotten" means the upper bound of D_Q's membership strength relative
+            to the known members is below this (default 0.5,
+            ``monai_forget.defaults.REFMODEL_MARGIN``).
         score: the per-sample score, ``"rmia"`` (RMIA, the default) or ``"lira"`` (LiRA
             offline, fixed variance).
         setting: ``"offline"`` (the default) or ``"online"`` (module docstring: the
@@ -364,8 +365,8 @@ class ReferenceModelAuditor(ShadowAuditor):
         population: LabelledImages | None = None,
         label: str = "",
     ) -> AuditResult:
-        """Has ``target`` forgotten ``query``? Three-way answer with the bound on the share
-        of it still remembered."""
+        """Has ``target`` forgotten ``query``? Three-way answer with the bound on its
+        membership strength relative to the known members."""
         reference, roles, population = self._fit(query, calibration, population)
         refuse_target_as_reference(target, self.reference_models_)
         signal = {}

@@ -21,7 +21,13 @@ from monai_forget.audit.refmodel import (
     rmia_scores,
     set_test,
 )
-from monai_forget.audit.result import FORGOTTEN, NOT_FORGOTTEN, AuditResult, share_text
+from monai_forget.audit.result import (
+    FORGOTTEN,
+    NOT_FORGOTTEN,
+    AuditResult,
+    share_text,
+    strength_text,
+)
 from monai_forget.audit.shift_check import ShiftCheck, shift_check
 from monai_forget.defaults import REFMODEL_ALPHA, REFMODEL_MARGIN
 
@@ -48,7 +54,7 @@ class RefModelReference:
             LiRA's fixed variance, unused by ``"rmia"``).
         n_references: number of reference models.
         alpha: level of the test and error level of the share's upper bound.
-        margin: "forgotten" needs the upper bound of the remembered share below it.
+        margin: "forgotten" needs the upper bound of the membership strength below it.
         reference_accuracy: mean accuracy of the reference models on the known
             non-members (compared with the target's in the report).
         groups: role -> (N,) group of each sample (e.g. its patient), or ``None``. With
@@ -231,8 +237,8 @@ class RefModelReference:
                 "margin": self.margin,
                 "membership_score": self.score,
                 "reference_setting": self.setting,
-                "remembered_share": test.share,
-                "remembered_share_upper": test.share_upper,
+                "membership_strength": test.share,
+                "membership_strength_upper": test.share_upper,
                 "reason": decision_reason(decision, test, shift, self.alpha),
                 "query_membership": test.query_mean,
                 "member_membership": test.member_mean,
@@ -303,8 +309,8 @@ def check_levels(alpha: float, margin: float) -> None:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}; e.g. 0.05")
     if not 0.0 < margin <= 1.0:
         raise ValueError(
-            f"margin must be in (0, 1], got {margin}: the share of D_Q that may still be "
-            "remembered for it to count as forgotten, e.g. 0.5"
+            f"margin must be in (0, 1], got {margin}: the largest membership strength of D_Q, "
+            "relative to the known members, that still counts as forgotten, e.g. 0.5"
         )
 
 
@@ -312,8 +318,9 @@ def refmodel_rule(alpha: float, margin: float) -> str:
     """:func:`refmodel_decision` in words."""
     return (
         f"p_member <= {alpha:g} while the known members are measurably member-like: not "
-        f"forgotten (evidence of remembering); else the {1 - alpha:.0%} upper bound of the "
-        f"share of D_Q still remembered below {margin:g}: forgotten; otherwise inconclusive"
+        f"forgotten (evidence of remembering); else the {1 - alpha:.0%} upper bound of D_Q's "
+        f"membership strength relative to the known members below {margin:g}: forgotten; "
+        "otherwise inconclusive"
     )
 
 
@@ -323,13 +330,14 @@ def decision_reason(decision: str, test: SetTest, shift: ShiftCheck, alpha: floa
     if decision == NOT_FORGOTTEN:
         return (
             f"evidence of remembering: D_Q scores more member-like than the known non-members "
-            f"(p = {test.pvalue:.2g} <= {alpha:g}); an estimated {share_text(test.share)} of it "
-            f"is still remembered ({1 - alpha:.0%} upper bound {bound})"
+            f"(p = {test.pvalue:.2g} <= {alpha:g}); its membership strength is an estimated "
+            f"{share_text(test.share)} of the known members' ({1 - alpha:.0%} upper bound "
+            f"{bound})"
         )
     if decision == FORGOTTEN:
         return (
-            f"no evidence of remembering (p = {test.pvalue:.2g}); at most {bound} of D_Q is "
-            f"still remembered ({1 - alpha:.0%} upper bound), below the margin {test.margin:g}"
+            f"no evidence of remembering (p = {test.pvalue:.2g}); "
+            f"{strength_text(test.share_upper, alpha)}, below the margin {test.margin:g}"
         )
     if shift.shifted:
         return (
@@ -347,8 +355,8 @@ def decision_reason(decision: str, test: SetTest, shift: ShiftCheck, alpha: floa
     if not np.isfinite(test.share_upper):
         return (
             "the known members score no measurably higher than the known non-members, so no "
-            "share of D_Q can be excluded: more known members and non-members, or more "
-            "reference models, are needed"
+            "membership strength of D_Q can be excluded: more known members and non-members, "
+            "or more reference models, are needed"
         )
     have = {"query": "D_Q", "members": "known members", "nonmembers": "known non-members"}
     wants = [f"{int(n)} {have[k]}" for k, n in test.needed.items() if np.isfinite(n)]
@@ -358,7 +366,7 @@ def decision_reason(decision: str, test: SetTest, shift: ShiftCheck, alpha: floa
         else "no size of one set alone would give it power"
     )
     return (
-        f"at most {bound} of D_Q is remembered ({1 - alpha:.0%} upper bound), not below the "
+        f"{strength_text(test.share_upper, alpha)}, not below the "
         f"margin {test.margin:g}; a wholly forgotten D_Q of this size would be certified with "
         f"power {test.power_forgotten:.2f}: {plan} (each with the other sets as they are)"
     )

@@ -1,5 +1,12 @@
-"""The share of D_Q a model still remembers: its estimate, a one-sided upper confidence
-bound, and the power and sizes behind "forgotten at a margin".
+"""D_Q's membership strength relative to the known members: its estimate, a one-sided
+upper confidence bound, and the power and sizes behind "forgotten at a margin".
+
+What is bounded (issue 50): ``pi`` below is a ratio of mean membership, 0 when D_Q scores
+like never-seen data and 1 when it scores like the known members. It is the share of D_Q's
+samples that are remembered only under the two-component model below; a D_Q wholly
+remembered at 40 % of the members' strength (what an unlearning method that weakens every
+trace leaves) has ``pi = 0.4`` as well, so every report names it "membership strength
+relative to the known members" (:func:`~monai_forget.audit.result.strength_text`).
 
 Model (a mixture, as in dataset-usage cardinality inference, Tong et al. 2024, DUCI): a
 share ``pi`` of D_Q is remembered and scores like the target's known members, the rest
@@ -91,7 +98,7 @@ class KnownSets:
 
 @dataclass(frozen=True)
 class ShareBound:
-    """The remembered share of D_Q and its one-sided upper confidence bound.
+    """The membership strength of D_Q and its one-sided upper confidence bound.
 
     Attributes:
         estimate: ``(mean_Q - mean_N) / (mean_M - mean_N)`` (``nan`` when the known sets do

@@ -2,11 +2,12 @@
 
 It leads with one verdict per audited scenario: when auditors disagree the calibrated
 reference-model audit decides and K-S and EMA are shown as the papers' views. For the
-reference-model audit the lead gives the bound on the share of D_Q still remembered, the
-margin, why it decided (for "inconclusive": what is short) and the error rate measured in
-the benchmark cell that matches the setting (``benchmarks/audit_calibration.py``), or
-says that none does. Each section then gives the statistic, warnings, the measured rates,
-the figures, a per-class breakdown and the audit trail.
+reference-model audit the lead gives the bound on D_Q's membership strength relative to
+the known members, the margin, why it decided (for "inconclusive": what is short) and
+the error rate measured in the benchmark cell that matches the setting
+(``benchmarks/audit_calibration.py``), or says that none does. Each section then gives
+the statistic, warnings, the measured rates, the figures, a per-class breakdown and the
+audit trail.
 """
 
 from __future__ import annotations
@@ -174,7 +175,7 @@ def _breakdown(result: AuditResult) -> list[tuple[int, int, str]]:
 
 def _section(result: AuditResult) -> dict[str, Any]:
     details = {**result.details, **{f"n {k}": v for k, v in result.sizes.items()}}
-    for key in ("remembered_share", "remembered_share_upper"):
+    for key in ("membership_strength", "membership_strength_upper"):
         if key in details:
             details[key] = share_text(details[key])
     warnings = list(result.details.get("warnings", []))
@@ -232,8 +233,9 @@ def _verdicts(results: Sequence[AuditResult]) -> list[dict[str, Any]]:
         if deciding == "refmodel":
             d = decided.details
             verdict.update(
-                bound=f"at most {share_text(d['remembered_share_upper'])} "
-                f"({1 - d['alpha']:.0%} upper bound; estimate {share_text(d['remembered_share'])})",
+                bound=f"at most {share_text(d['membership_strength_upper'])} of the known "
+                f"members' ({1 - d['alpha']:.0%} upper bound; estimate "
+                f"{share_text(d['membership_strength'])})",
                 margin=f"{d['margin']:g}",
                 reason=d.get("reason", ""),
                 rates=matching_error_rates(decided)["statement"],

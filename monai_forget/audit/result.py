@@ -30,6 +30,21 @@ def share_text(value: float) -> str:
     return f"{min(max(value, 0.0), 1.0):.0%}"
 
 
+def strength_text(upper: float, alpha: float = 0.05) -> str:
+    """The reference-model audit's bound in words: D_Q's **membership strength relative
+    to the known members** (0 % scores like never-seen data, 100 % like the known
+    members), not a share of D_Q's samples. The two agree when every sample is either
+    remembered as the members are or not at all; a D_Q wholly remembered at 40 % of the
+    members' strength reads 40 % too (:mod:`~monai_forget.audit.remembered_share`)."""
+    bound = share_text(upper)
+    if bound == "any share":
+        return "D_Q's membership strength relative to the known members: no bound"
+    return (
+        f"D_Q's membership strength at most {bound} of the known members' "
+        f"({1 - alpha:.0%} upper bound)"
+    )
+
+
 @dataclass(frozen=True)
 class AuditResult(Result):
     """What an auditor concluded, with everything needed to check and reproduce it.

@@ -88,8 +88,8 @@ class SegmentationReferenceAudit:
         nonmembers: held-out entries no model of the consortium trained on.
         n_references: reference models, an even number of at least 4 (pairs; 8 or more
             for power).
-        alpha: level of the set-level test and error level of the remembered share's bound.
-        margin: "forgotten" needs the upper bound of the remembered share below it.
+        alpha: level of the set-level test and error level of the membership strength's bound.
+        margin: "forgotten" needs the upper bound of the membership strength below it.
         seed: seed of the splits and of the bootstrap.
 
     Raises:

@@ -63,11 +63,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     methods = parser.add_subparsers(dest="method", required=True)
     ref = methods.add_parser(
         "reference",
-        help="reference models: a bound on the share of D_Q still remembered and a three-way "
-        "decision (the recommended audit)",
+        help="reference models: a bound on D_Q's membership strength relative to the known "
+        "members and a three-way decision (the recommended audit)",
         description="Score D_Q against reference models trained by the recipe on data that "
         "never includes it (RMIA offline), test it against the target's known non-members, "
-        "bound the share of D_Q still remembered, and decide: not forgotten (evidence of "
+        "bound D_Q's membership strength relative to the known members (0 %% like never-seen "
+        "data, 100 %% like the members), and decide: not forgotten (evidence of "
         "remembering), forgotten (the bound is below --margin) or inconclusive (with what "
         "is short).",
     )
@@ -109,14 +110,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=float,
         default=defaults.REFMODEL_ALPHA,
         help="level of the test (p <= alpha means not forgotten) and error level of the "
-        "share's upper bound (default %(default)s)",
+        "membership strength's upper bound (default %(default)s)",
     )
     ref.add_argument(
         "--margin",
         type=float,
         default=defaults.REFMODEL_MARGIN,
-        help="forgotten means at most this share of D_Q is still remembered: the "
-        "(1 - alpha) upper bound of the share is below it (default %(default)s)",
+        help="forgotten means D_Q's membership strength is at most this fraction of the known "
+        "members': its (1 - alpha) upper bound is below it (default %(default)s)",
     )
     ref.add_argument(
         "--score",

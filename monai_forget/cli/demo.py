@@ -15,7 +15,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="withdrawal audit or leak check on embedded data (no downloads)",
         description="withdrawal (the default): train a 3-provider consortium model on "
         "scikit-learn's bundled digits, withdraw provider C, and audit it with the "
-        "reference-model auditor (a bound on the share of C still remembered) and, as their "
+        "reference-model auditor (a bound on C's membership strength relative to the known "
+        "members) and, as their "
         "papers define them, the K-S calibrated ratio and EMA. leak: write the digits as "
         "12-bit DICOM files, burn a patient's name into one series with the canary "
         "injector, train a model through a MONAI bundle's preprocessing, and scan the "

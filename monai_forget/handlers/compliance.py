@@ -32,7 +32,7 @@ class ComplianceGate:
       (``<name>_forgotten`` from :class:`~monai_forget.handlers.ReferenceModelAudit`:
       1 only for "forgotten", its data checks included), and the gate's own levels on
       top, which can only be stricter: p_member > ``refmodel_alpha`` (no evidence of
-      remembering) and the upper bound of the share of D_Q still remembered
+      remembering) and the upper bound of D_Q's membership strength relative to the known members
       (``<name>_upper``) below ``margin``;
     - rho_KS < 1 (Liu & Tsaftaris 2020, Sec. 3: rho_KS >= 1 means forgotten);
     - rho_EMA > alpha (Huang, Li & Li 2021: rho_EMA <= alpha means not memorised).
@@ -46,8 +46,8 @@ class ComplianceGate:
         ema_metric: name of the rho_EMA metric, or ``None`` to ignore EMA.
         alpha: EMA significance level (the paper's 0.1 by default).
         refmodel_alpha: level of the reference-model test.
-        margin: the share of D_Q that may still be remembered (its upper bound must be
-            below it).
+        margin: the largest membership strength of D_Q, relative to the known members,
+            that counts as forgotten (its upper bound must be below it).
 
     Raises:
         ValueError: every metric name is ``None`` or a level is outside (0, 1).
@@ -105,9 +105,10 @@ class ComplianceGate:
                     )
                 if upper >= self.margin:
                     return (
-                        f"> {self.refmodel_alpha:g}, but up to {min(upper, 1.0):.0%} of D_Q may "
-                        f"still be remembered (upper bound), not below the margin "
-                        f"{self.margin:g}: the audit cannot show forgetting (inconclusive)"
+                        f"> {self.refmodel_alpha:g}, but D_Q's membership strength may be up to "
+                        f"{min(upper, 1.0):.0%} of the known members' (upper bound), not below "
+                        f"the margin {self.margin:g}: the audit cannot show forgetting "
+                        "(inconclusive)"
                     )
                 return (
                     f"> {self.refmodel_alpha:g} with the bound below the margin, but the audit "

@@ -20,7 +20,7 @@ from monai.handlers.utils import from_engine
 
 from monai_forget.audit.ema import EMAReference, EMAThresholds, TestName
 from monai_forget.audit.refmodel_reference import RefModelReference
-from monai_forget.audit.result import FORGOTTEN, AuditResult, share_text
+from monai_forget.audit.result import FORGOTTEN, AuditResult, strength_text
 from monai_forget.metrics import (
     EMAPValueMetric,
     KSCalibratedRatioMetric,
@@ -74,12 +74,13 @@ _CHECKED_OUTPUT = batch_output(image_key="image")
 
 
 def decision_line(name: str, result: AuditResult) -> str:
-    """What an audit handler logs at evaluation time: the decision, the bound on the share
-    of D_Q still remembered (as a share, 0-100 %) where the auditor gives one, and why."""
+    """What an audit handler logs at evaluation time: the decision, the bound on D_Q's
+    membership strength relative to the known members (0-100 %) where the auditor gives
+    one, and why."""
     line = f"{name}: {result.decision}"
-    upper = result.details.get("remembered_share_upper")
+    upper = result.details.get("membership_strength_upper")
     if upper is not None:
-        line += f"; at most {share_text(upper)} of D_Q still remembered (95 % upper bound)"
+        line += f"; {strength_text(upper, result.details.get('alpha', 0.05))}"
     reason = result.details.get("reason")
     if reason:
         return f"{line}; {reason}"
@@ -197,17 +198,18 @@ class ReferenceModelAudit(_AuditHandler):
     The evaluator must run over D_Q, the known members and the known non-members (the
     audit set) and hand the images to the handler (the default output transform does);
     each sample is matched to its role by content. ``engine.state.metrics`` gets
-    ``<name>`` (p_member), ``<name>_upper`` (the upper confidence bound of the share of
-    D_Q still remembered, clipped to [0, 1]) and ``<name>_forgotten`` (1.0 when the audit's
-    whole decision, its data checks included, is "forgotten", else 0.0);
+    ``<name>`` (p_member), ``<name>_upper`` (the upper confidence bound of D_Q's
+    membership strength relative to the known members, clipped to [0, 1]) and
+    ``<name>_forgotten`` (1.0 when the audit's whole decision, its data checks included,
+    is "forgotten", else 0.0);
     ``handler.metric_fn.last_result``
-    holds the whole result (decision, remembered share, warnings).
+    holds the whole result (decision, membership strength, warnings).
 
     Args:
         reference: from :meth:`monai_forget.audit.ReferenceModelAuditor.fit_reference`
             (or its ``to_dict()`` form).
         from_logits: the evaluator's ``pred`` holds logits (apply a softmax first).
-        margin: "forgotten" needs the remembered share's upper bound below it (``None``:
+        margin: "forgotten" needs the upper bound of the membership strength below it (``None``:
             the reference's margin).
         output_transform: extracts ``(y_pred, y, images)`` from ``engine.state.output``.
     """
@@ -228,6 +230,6 @@ class ReferenceModelAudit(_AuditHandler):
         super().completed(engine, name)
         result = self.metric_fn.last_result
         # a share: the estimate's bound past 100 % is sampling noise at the end
-        upper = min(max(float(result.details["remembered_share_upper"]), 0.0), 1.0)
+        upper = min(max(float(result.details["membership_strength_upper"]), 0.0), 1.0)
         engine.state.metrics[f"{name}_upper"] = upper
         engine.state.metrics[f"{name}_forgotten"] = float(result.decision == FORGOTTEN)

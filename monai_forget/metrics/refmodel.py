@@ -72,13 +72,13 @@ class ReferenceModelAuditMetric(AuditMetric):
     """Accumulates the target's outputs over the audit set and returns p_member.
 
     ``aggregate`` returns the set-level p-value and keeps the whole
-    :class:`~monai_forget.audit.AuditResult` (three-way decision, remembered share and its
+    :class:`~monai_forget.audit.AuditResult` (three-way decision, membership strength and its
     upper bound, power) in ``last_result``. Every update must come with the images.
 
     Args:
         reference: a :class:`RefModelReference` or its ``to_dict()`` form.
         from_logits: apply a softmax to ``y_pred`` first.
-        margin: "forgotten" needs the remembered share's upper bound below it (``None``:
+        margin: "forgotten" needs the upper bound of the membership strength below it (``None``:
             the reference's margin).
     """
 
