@@ -701,6 +701,13 @@ MUTANTS = (
         ("tests/test_remembered_share.py", "tests/test_handlers_data_check.py"),
     ),
     Mutant(
+        "audit verify: a changed file counted as matching",
+        "monai_forget/audit/verify.py",
+        "        elif file_sha256(name) != digest:",
+        "        elif False:",
+        ("tests/test_audit_verify.py",),
+    ),
+    Mutant(
         "plant: a space under 10^6 texts accepted",
         "monai_forget/dicom/plant.py",
         "    if size < MIN_SPACE_SIZE:",

@@ -2,6 +2,7 @@
 
 import json
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -154,6 +155,34 @@ def test_reference_audit_three_way_exit_code_json_and_trail(files, tmp_path, cap
     assert len(trail["model_sha256"]) == 64
     assert main(args("A", tmp_path / "a")) == 2  # D_Q is among the known members
     assert "share samples" in capsys.readouterr().err
+    _check_verify(result, tmp_path / "b" / "result.json", files, capsys)
+
+
+def _check_verify(result, path, files, capsys) -> None:
+    """Issue 50, item 6: `audit verify` hashes again the model file and every cache entry
+    the result records; a swapped reference model (its .sha256 record rewritten too, the
+    issue's attack) and a moved model are named, with exit code 1."""
+    import shutil
+
+    entries = result.provenance["cache_entries"]
+    assert any(p.endswith(".pt") for p in entries), "reference weights are recorded"
+    assert main(["audit", "verify", str(path)]) == 0
+    assert f"all {len(entries) + 1} recorded files match" in capsys.readouterr().out
+    weights = next(p for p in sorted(entries) if p.endswith(".pt"))
+    saved = Path(weights).read_bytes()
+    try:
+        shutil.copyfile(files / "target.pt", weights)  # the target posing as a reference
+        assert main(["audit", "verify", str(path)]) == 1
+        assert f"changed: {weights}" in capsys.readouterr().out
+    finally:
+        Path(weights).write_bytes(saved)
+    moved = path.parent / "moved.pt"
+    shutil.copyfile(files / "target.pt", moved)
+    assert main(["audit", "verify", str(path), "--model", str(moved)]) == 0
+    moved.write_bytes(b"not the model")
+    assert main(["audit", "verify", str(path), "--model", str(moved)]) == 1
+    assert f"changed: {moved}" in capsys.readouterr().out
+    assert main(["audit", "verify", str(path.parent / "nothing.json")]) == 2
 
 
 def test_reference_audit_refuses_a_bad_group_pattern(files, tmp_path, capsys):

@@ -71,7 +71,8 @@ AUDIT_CLUSTER = (
     "--members provider_a.npz --nonmembers calibration.npz --population population.npz "
     "--recipe recipe.json --references 4 --seed 0 --cache-dir audit-cache --out audit_c_cluster/"
 )
-CLUSTER = (SHADOW_TASK, SHADOW_SLURM, AUDIT_CLUSTER)
+VERIFY = "monai-forget audit verify audit_c_cluster/result.json"
+CLUSTER = (SHADOW_TASK, SHADOW_SLURM, AUDIT_CLUSTER, VERIFY)
 MLP1 = """--network mlp-1 --network-args '{"in_shape":[1,28,28],"num_classes":2}'"""
 README_FILES = (
     'monai-forget canary inject ct.dcm ct_canary.dcm --text "JANE ROE" --position 1 1 --scale 1',
@@ -251,6 +252,10 @@ def test_reference_models_trained_by_array_tasks_are_only_read_by_the_audit(
     record = json.loads((digits_workspace / "audit_c_cluster" / "result.json").read_text())
     assert result.returncode == EXIT_CODES[record["decision"]], result.stderr[-3000:]
     assert "shadow model: training on" not in result.stderr  # every reference model cached
+    # every file that decided is recorded by SHA-256 and hashed again by `audit verify`
+    entries = record["provenance"]["cache_entries"]
+    verified = check(run_line(VERIFY, digits_workspace)).stdout
+    assert f"all {len(entries) + 1} recorded files match their SHA-256" in verified
     # The same audit training its reference models itself decides the same.
     elsewhere = {"audit-cache": str(tmp_path / "local"), "audit_c_cluster/": str(tmp_path / "out")}
     local = run_line(AUDIT_CLUSTER, digits_workspace, replace=elsewhere)

@@ -141,6 +141,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _common(ema, calibration=True)
     _ema_options(ema)
     parser.set_defaults(func=run)
+    from monai_forget.cli import audit_verify
+
+    audit_verify.register(methods)
 
 
 def _ema_options(ema: argparse.ArgumentParser) -> None:
