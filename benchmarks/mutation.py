@@ -708,6 +708,13 @@ MUTANTS = (
         ("tests/test_audit_verify.py",),
     ),
     Mutant(
+        "stats: the AUC's upper bound below the AUC",
+        "monai_forget/stats.py",
+        "min(1.0, a + float(scipy.stats.norm.ppf(1.0 - alpha))",
+        "min(1.0, a - float(scipy.stats.norm.ppf(1.0 - alpha))",
+        ("tests/test_stats.py", "tests/test_audit_refmodel.py"),
+    ),
+    Mutant(
         "plant: a space under 10^6 texts accepted",
         "monai_forget/dicom/plant.py",
         "    if size < MIN_SPACE_SIZE:",

@@ -15,6 +15,7 @@ References:
 
 from __future__ import annotations
 
+import math
 from typing import Literal, NamedTuple
 
 import numpy as np
@@ -24,6 +25,7 @@ import scipy.stats
 __all__ = [
     "TTestResult",
     "ThresholdResult",
+    "auc_upper_bound",
     "benjamini_hochberg",
     "best_balanced_threshold",
     "best_balanced_threshold_exhaustive",
@@ -371,3 +373,31 @@ def kl_divergence(p: object, q: object, axis: int = -1) -> np.ndarray:
     if np.any(p < 0) or np.any(q < 0) or not (np.all(np.isfinite(p)) and np.all(np.isfinite(q))):
         raise ValueError("p and q must be finite, non-negative probability vectors")
     return np.sum(scipy.special.rel_entr(p, q), axis=axis)
+
+
+def auc_upper_bound(auc: float, n_positive: int, n_negative: int, alpha: float = 0.05) -> float:
+    """One-sided ``1 - alpha`` upper confidence bound of an AUC, clipped to 1.
+
+    Hanley & McNeil (1982), "The meaning and use of the area under a receiver operating
+    characteristic (ROC) curve", Radiology 143, Table/Eq. 1: with ``Q1 = A / (2 - A)`` and
+    ``Q2 = 2 A^2 / (1 + A)``,
+
+        SE(A)^2 = [A (1 - A) + (n_p - 1)(Q1 - A^2) + (n_n - 1)(Q2 - A^2)] / (n_p n_n),
+
+    and the bound is ``A + z_{1-alpha} SE(A)`` (the normal approximation).
+
+    Raises:
+        ValueError: an AUC outside [0, 1], fewer than one sample on a side, or alpha
+            outside (0, 1).
+    """
+    a = float(auc)
+    if not 0.0 <= a <= 1.0 or n_positive < 1 or n_negative < 1 or not 0.0 < alpha < 1.0:
+        raise ValueError(
+            f"need an AUC in [0, 1], samples on both sides and alpha in (0, 1), got {a}, "
+            f"{n_positive}, {n_negative}, {alpha}"
+        )
+    q1, q2 = a / (2.0 - a), 2.0 * a * a / (1.0 + a)
+    var = (a * (1.0 - a) + (n_positive - 1) * (q1 - a * a) + (n_negative - 1) * (q2 - a * a)) / (
+        n_positive * n_negative
+    )
+    return min(1.0, a + float(scipy.stats.norm.ppf(1.0 - alpha)) * math.sqrt(max(var, 0.0)))

@@ -565,3 +565,34 @@ def test_another_sites_never_seen_query_is_not_called_remembered() -> None:
     decisions = [_site_audit(seed, 200) for seed in range(40)]
     assert decisions.count(NOT_FORGOTTEN) <= 4  # alpha 0.05 of 40 draws, with slack
     assert decisions.count(INCONCLUSIVE) >= 36
+
+
+def test_a_target_that_memorises_nothing_measurable_is_the_finding() -> None:
+    """Issue 50, item 3: known members that score like the known non-members. The reason
+    is that finding, with the member AUC and its upper bound, and what can be said of
+    D_Q (its AUC against never-seen data, with a bound), not a call for more samples."""
+    rng = np.random.default_rng(5)
+    sizes = {"query": 200, "members": 300, "nonmembers": 300}
+    reference_mean = {r: np.full(n, 0.6) for r, n in sizes.items()}
+    target = {r: np.clip(rng.normal(0.6, 0.1, n), 0.01, 0.99) for r, n in sizes.items()}
+    reference = RefModelReference(
+        hashes={r: np.array([f"{r}{i}" for i in range(n)]) for r, n in sizes.items()},
+        labels={r: np.zeros(n, np.int64) for r, n in sizes.items()},
+        reference_mean=reference_mean,
+        sigma=1.0,
+        n_references=8,
+    )
+    result = reference.audit(target, seed=0)
+    d = result.details
+    assert result.decision == "inconclusive" and d["member_effect_low"] <= 0
+    assert abs(d["member_auc"] - 0.5) < 0.07 and d["member_auc"] < d["member_auc_upper"] < 0.65
+    assert d["query_auc"] < d["query_auc_upper"] < 0.65
+    assert d["reason"].startswith(
+        "the target shows no measurable memorisation of its own training data: this audit's "
+        f"score tells its known members from known non-members with AUC {d['member_auc']:.2f} "
+        f"(95% upper bound {d['member_auc_upper']:.2f}; 0.5 is chance)"
+    )
+    assert (
+        f"with AUC {d['query_auc']:.2f} (95% upper bound {d['query_auc_upper']:.2f})"
+        in (d["reason"])
+    )

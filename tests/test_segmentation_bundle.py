@@ -477,7 +477,10 @@ def test_reference_model_audit_of_a_provider(scenario: dict, folder: str) -> Non
     assert saved["decision"] == "inconclusive", details
     # either reason the auditor gives when the known members show no member effect (the
     # second when D_Q happens to score above the non-members at alpha)
-    reasons = ("the known members score no measurably higher", "but the known members do not")
+    reasons = (
+        "the target shows no measurable memorisation of its own training data",
+        "but the known members do not",
+    )
     assert any(r in details["reason"] for r in reasons), details
     assert details["member_effect_low"] <= 0 and details["membership_strength_upper"] == "inf"
     assert details["power_forgotten"] < 0.5

@@ -245,3 +245,26 @@ def test_threshold_equals_exhaustive_large_mixed():
     m = np.concatenate([rng.normal(0.3, 1, 1500), rng.integers(0, 3, 300).astype(float)])
     nm = np.concatenate([rng.normal(0, 1, 700), rng.integers(0, 3, 500).astype(float)])
     assert best_balanced_threshold(m, nm) == best_balanced_threshold_exhaustive(m, nm)
+
+
+def test_auc_upper_bound_by_hand_and_its_coverage() -> None:
+    """Hanley & McNeil (1982) by hand at A = 0.5, 10 vs 10: Q1 = Q2 = 1/3, SE^2 =
+    (0.25 + 9/12 + 9/12) / 100 = 0.0175, bound 0.5 + 1.6449 * 0.1323 = 0.7176. Over 600
+    draws of normal scores 0.5 sd apart (true AUC Phi(0.5 / sqrt 2) = 0.638) the one-sided
+    95 % bound covers the truth in at least 93 % of draws."""
+    from sklearn.metrics import roc_auc_score
+
+    from monai_forget.stats import auc_upper_bound
+
+    assert auc_upper_bound(0.5, 10, 10) == pytest.approx(0.5 + 1.644854 * 0.0175**0.5, abs=1e-5)
+    assert auc_upper_bound(0.99, 5, 5) == 1.0
+    rng = np.random.default_rng(0)
+    truth = scipy.stats.norm.cdf(0.5 / np.sqrt(2))
+    covered = 0
+    for _ in range(600):
+        pos, neg = rng.normal(0.5, 1, 40), rng.normal(0, 1, 60)
+        a = roc_auc_score(np.r_[np.ones(40), np.zeros(60)], np.r_[pos, neg])
+        covered += auc_upper_bound(a, 40, 60) >= truth
+    assert covered / 600 >= 0.93
+    with pytest.raises(ValueError, match="AUC in"):
+        auc_upper_bound(1.2, 10, 10)

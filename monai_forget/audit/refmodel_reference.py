@@ -30,6 +30,7 @@ from monai_forget.audit.result import (
 )
 from monai_forget.audit.shift_check import ShiftCheck, shift_check
 from monai_forget.defaults import REFMODEL_ALPHA, REFMODEL_MARGIN
+from monai_forget.stats import auc_upper_bound
 
 __all__ = ["RefModelReference", "check_levels", "decision_reason", "refmodel_rule"]
 
@@ -225,6 +226,15 @@ class RefModelReference:
         )
         shift = self.shift()
         decision = self.decide(test, shift)
+        n = {role: scores[role].size for role in ROLES}
+        member_auc = auc(scores["members"], scores["nonmembers"])
+        query_auc = auc(scores["query"], scores["nonmembers"])
+        separability = Separability(
+            member_auc,
+            auc_upper_bound(member_auc, n["members"], n["nonmembers"], self.alpha),
+            query_auc,
+            auc_upper_bound(query_auc, n["query"], n["nonmembers"], self.alpha),
+        )
         warnings = self._warnings(test, target_accuracy, shift)
         return AuditResult(
             method="refmodel",
@@ -239,12 +249,15 @@ class RefModelReference:
                 "reference_setting": self.setting,
                 "membership_strength": test.share,
                 "membership_strength_upper": test.share_upper,
-                "reason": decision_reason(decision, test, shift, self.alpha),
+                "reason": decision_reason(decision, test, shift, self.alpha, separability),
                 "query_membership": test.query_mean,
                 "member_membership": test.member_mean,
                 "nonmember_membership": test.nonmember_mean,
                 "member_effect_low": test.member_effect_low,
-                "member_auc": auc(scores["members"], scores["nonmembers"]),
+                "member_auc": member_auc,
+                "member_auc_upper": separability.member_upper,
+                "query_auc": query_auc,
+                "query_auc_upper": separability.query_upper,
                 "power_forgotten": test.power_forgotten,
                 "power_remembered": test.power_remembered,
                 "needed_sizes": test.needed,
@@ -324,8 +337,40 @@ def refmodel_rule(alpha: float, margin: float) -> str:
     )
 
 
-def decision_reason(decision: str, test: SetTest, shift: ShiftCheck, alpha: float) -> str:
-    """Why the audit decided as it did; for "inconclusive", what is short and by how much."""
+@dataclass(frozen=True)
+class Separability:
+    """How well the audit's membership score tells sets apart, as AUCs with one-sided
+    upper bounds (:func:`~monai_forget.stats.auc_upper_bound`): the known members from the
+    known non-members (the target's memorisation of its own training data), and D_Q from
+    the known non-members (never-seen data)."""
+
+    member_auc: float
+    member_upper: float
+    query_auc: float
+    query_upper: float
+
+    def finding(self, alpha: float) -> str:
+        """The finding when the target shows no measurable memorisation (issue 50)."""
+        level = f"{1 - alpha:.0%}"
+        return (
+            "the target shows no measurable memorisation of its own training data: this "
+            f"audit's score tells its known members from known non-members with AUC "
+            f"{self.member_auc:.2f} ({level} upper bound {self.member_upper:.2f}; 0.5 is "
+            "chance), so no membership strength of D_Q can be bounded; of D_Q it can say "
+            f"that the score tells it from never-seen data with AUC {self.query_auc:.2f} "
+            f"({level} upper bound {self.query_upper:.2f})"
+        )
+
+
+def decision_reason(
+    decision: str,
+    test: SetTest,
+    shift: ShiftCheck,
+    alpha: float,
+    separability: Separability | None = None,
+) -> str:
+    """Why the audit decided as it did; for "inconclusive", what is short and by how much
+    (or, when the target shows no measurable memorisation, that finding with its bounds)."""
     bound = share_text(test.share_upper)
     if decision == NOT_FORGOTTEN:
         return (
@@ -352,6 +397,8 @@ def decision_reason(decision: str, test: SetTest, shift: ShiftCheck, alpha: floa
             "but the known members do not: the difference is not memorisation the target "
             "shows on its own training data (another source or split?)"
         )
+    if separability is not None and test.member_effect_low <= 0:
+        return separability.finding(alpha)
     if not np.isfinite(test.share_upper):
         return (
             "the known members score no measurably higher than the known non-members, so no "
