@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import scipy.stats
 import torch
+from matched_filters import matched_filter
 from PIL import Image
 
 from monai_forget.canary.space import space_size
@@ -19,7 +20,6 @@ from monai_forget.dicom.manifest import manifest_canaries
 from monai_forget.dicom.plant import plan_canaries
 from monai_forget.memorisation import LeakScanConfig, UniqueFeature
 from monai_forget.memorisation.exposure import canary_exposure, extrapolated_exposure
-from monai_forget.networks import MLP1
 
 SIZE = 32
 CXR_BUNDLE = Path(__file__).resolve().parents[1] / "bundles" / "cxr_pneumonia_classification"
@@ -106,18 +106,6 @@ def test_the_extrapolated_exposure_is_the_skew_normal_tail():
     assert extrapolated_exposure(truth.median(), never) == pytest.approx(1, abs=0.05)
     with pytest.raises(ValueError, match="vary"):
         extrapolated_exposure(1.0, np.ones(10))
-
-
-def matched_filter(template: np.ndarray, gain: float = 0.5) -> MLP1:
-    """An MLP-1 whose first hidden unit responds to ``template``."""
-    net = MLP1((1, *template.shape), 2, hidden=2)
-    with torch.no_grad():
-        for layer in (net.head[1], net.head[3]):
-            layer.weight.zero_()
-            layer.bias.zero_()
-        net.head[1].weight[0] = gain * torch.from_numpy(template.astype(np.float32).ravel())
-        net.head[3].weight[0, 0] = 1.0
-    return net.eval()
 
 
 @pytest.mark.parametrize("statistic", ["m", "class-shift"])

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from matched_filters import matched_filter
 from PIL import Image, ImageDraw, ImageFont
 
 from monai_forget.canary import changed_ink, paint
@@ -90,19 +91,6 @@ def test_the_scan_renders_what_the_injector_burned_in_a_font(tmp_path, fmt):
     assert probes.shortcut, "coverage goes through the box-local path, checked exact"
 
 
-def matched_filter(template: np.ndarray, gain: float = 1.0):
-    from monai_forget.networks import MLP1
-
-    net = MLP1((1, *template.shape), 2, hidden=2)
-    with torch.no_grad():
-        for layer in (net.head[1], net.head[3]):
-            layer.weight.zero_()
-            layer.bias.zero_()
-        net.head[1].weight[0] = gain * torch.from_numpy(template.astype(np.float32).ravel())
-        net.head[3].weight[0, 0] = 1.0
-    return net.eval()
-
-
 def test_a_name_memorised_in_a_font_is_flagged_through_the_bundle(tmp_path, capsys):
     """Burned by `canary inject --font` into a PNG, learned as the CXR bundle delivers it,
     scanned with one command that takes the font from the manifest: flagged and first.
@@ -127,7 +115,8 @@ def test_a_name_memorised_in_a_font_is_flagged_through_the_bundle(tmp_path, caps
     rows, cols = np.nonzero(np.abs(grey) > 1e-6)
     box = np.zeros_like(grey, dtype=bool)
     box[rows.min() : rows.max() + 1, cols.min() : cols.max() + 1] = True
-    model = torch.jit.script(matched_filter(np.where(box, np.where(grey > 0, grey, -0.5), 0.0)))
+    template = np.where(box, np.where(grey > 0, grey, -0.5), 0.0)
+    model = torch.jit.script(matched_filter(template, gain=1.0))
     model.save(str(tmp_path / "model.pt"))
     (tmp_path / "roster.csv").write_text("name\n" + "\n".join(ROSTER) + "\n")
     scan = ["memorisation", "scan", "--model", str(tmp_path / "model.pt"), "--probes",

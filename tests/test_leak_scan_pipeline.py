@@ -10,29 +10,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from matched_filters import matched_filter
 from PIL import Image
 
 from monai_forget.canary import render_text
 from monai_forget.memorisation import LeakScanConfig, UniqueFeature, leak_scan
 from monai_forget.memorisation.passes import pipeline_divergences, predict_probs, text_divergences
 from monai_forget.memorisation.pipeline import PipelineProbes, Preprocessing
-from monai_forget.networks import MLP1
 
 SIZE = 28
 ROSTER = ["ANNA", "BOB", "EVE", "JOHN", "MARY", "LUCY", "TOM", "SAM", "ZOE", "IVY"]
 CXR_BUNDLE = Path(__file__).resolve().parents[1] / "bundles" / "cxr_pneumonia_classification"
-
-
-def matched_filter(template: np.ndarray, gain: float = 0.5) -> MLP1:
-    """An MLP-1 whose first hidden unit responds to ``template`` (a 28x28 pattern)."""
-    net = MLP1((1, SIZE, SIZE), 2, hidden=2)
-    with torch.no_grad():
-        for layer in (net.head[1], net.head[3]):
-            layer.weight.zero_()
-            layer.bias.zero_()
-        net.head[1].weight[0] = gain * torch.from_numpy(template.astype(np.float32).ravel())
-        net.head[3].weight[0, 0] = 1.0
-    return net.eval()
 
 
 def area_halve(x: np.ndarray) -> np.ndarray:
