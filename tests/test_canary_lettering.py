@@ -89,6 +89,8 @@ def test_the_scan_renders_what_the_injector_burned_in_a_font(tmp_path, fmt):
     assert np.abs(scanned[0, 0] - seen).mean() < 0.25 / 255
     assert np.abs(seen - probes.clean()[0]).max() > 0.1
     assert probes.shortcut, "coverage goes through the box-local path, checked exact"
+    sums = [v for k, v in probes._responses.items() if k[-1] == "coverage"]
+    assert sums and sums[0] is not None, "the per-pixel coverage sums were used"
 
 
 def test_a_name_memorised_in_a_font_is_flagged_through_the_bundle(tmp_path, capsys):

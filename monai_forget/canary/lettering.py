@@ -61,6 +61,7 @@ class BitmapLettering:
         return {"typeface": TYPEFACE, "scale": self.scale}
 
 
+@functools.lru_cache(maxsize=32)
 def font_path(font: str) -> Path:
     """The file of ``font``: a path to a font file, or the name of a font matplotlib
     bundles (e.g. ``DejaVuSans``, ``DejaVuSansMono``).
@@ -91,6 +92,17 @@ def _face(path: str, size: int):
     return ImageFont.truetype(path, size)
 
 
+@functools.lru_cache(maxsize=16)
+def _metrics(path: str, size: int) -> tuple[int, float, int]:
+    """Rows of the box, the widest advance, and the columns glyphs may reach left of the
+    pen (e.g. a J's hook), over the characters that size the box."""
+    face = _face(path, size)
+    ascent, descent = face.getmetrics()
+    widest = max(face.getlength(c) for c in _WIDTH_CHARACTERS)
+    pad = max(0, -min(face.getbbox(c, anchor="la")[0] for c in _WIDTH_CHARACTERS))
+    return ascent + descent, widest, pad
+
+
 @dataclass(frozen=True)
 class TrueTypeLettering:
     """A TrueType font at ``size`` pixels per em, anti-aliased (module docstring).
@@ -115,18 +127,14 @@ class TrueTypeLettering:
     def _pil(self):
         return _face(str(font_path(self.font)), int(self.size))
 
-    def _pad(self) -> int:
-        """Columns left of the pen's start that glyphs may reach (e.g. a J's hook)."""
-        face = self._pil()
-        return max(0, -min(face.getbbox(c, anchor="la")[0] for c in _WIDTH_CHARACTERS))
+    def _metrics(self) -> tuple[int, float, int]:
+        return _metrics(str(font_path(self.font)), int(self.size))
 
     def shape(self, n_chars: int) -> tuple[int, int]:
         if n_chars < 1:
             raise ValueError("text must contain at least one character")
-        face = self._pil()
-        ascent, descent = face.getmetrics()
-        widest = max(face.getlength(c) for c in _WIDTH_CHARACTERS)
-        return ascent + descent, math.ceil(n_chars * widest) + 2 * self._pad()
+        rows, widest, pad = self._metrics()
+        return rows, math.ceil(n_chars * widest) + 2 * pad
 
     def render(self, text: str) -> np.ndarray:
         """Ink coverage ``(rows, cols)`` float32 in ``[0, 1]`` of ``text`` in its box.
@@ -142,7 +150,7 @@ class TrueTypeLettering:
         rows, cols = self.shape(len(text))
         margin = 2 * int(self.size)  # room to see ink that would leave the box
         canvas = Image.new("L", (cols + 2 * margin, rows + 2 * margin), 0)
-        start = (margin + self._pad(), margin)
+        start = (margin + self._metrics()[2], margin)
         ImageDraw.Draw(canvas).text(start, text, fill=255, font=self._pil(), anchor="la")
         drawn = np.asarray(canvas, dtype=np.float32) / 255.0
         coverage = drawn[margin : margin + rows, margin : margin + cols]

@@ -420,7 +420,9 @@ class PipelineProbes:
     ) -> np.ndarray:
         """The model inputs ``(G, N, C, h, w)`` of the probes carrying each text (all of one
         length) in the 5x5 typeface at ``scale``, or in a TrueType lettering (anti-aliased
-        coverage composited over the box; the box-local path without glyph sums).
+        coverage composited over the box: the same sums, over box pixels weighted by their
+        coverage, exact where the pointwise part is affine between a pixel and the ink, as
+        in-range scaling is; checked on first use, else each text goes box-local whole).
 
         With the box-local shortcut, a text's change to the model input is a sum over its
         glyph pixels: each ``scale x scale`` block of ink contributes the resize of the
@@ -431,12 +433,18 @@ class PipelineProbes:
         result is written into a buffer that the next call overwrites (fresh large
         allocations per group cost page faults).
         """
-        if isinstance(scale, TrueTypeLettering):
-            coverage = np.stack([scale.render(t) for t in texts])
-            return self._carrying(*self._loaded(coverage[:, None], position), value, None)
-        glyphs, position = self._loaded(np.stack([render_text(t) for t in texts]), position)
+        font = scale if isinstance(scale, TrueTypeLettering) else None
+        if font is not None:  # per box pixel, weighted by its coverage (exact when the
+            # pointwise prefix is affine between the pixel and the ink, checked below)
+            kind, block = "coverage", 1
+            glyphs, position = self._loaded(np.stack([font.render(t) for t in texts]), position)
+        else:
+            kind, block = "glyph", scale
+            glyphs, position = self._loaded(np.stack([render_text(t) for t in texts]), position)
 
         def masks_of(chosen: Sequence[str]) -> np.ndarray:
+            if font is not None:
+                return self._loaded(np.stack([font.render(t) for t in chosen]), position)[0]
             return self._loaded(np.stack([render_text(t, scale) for t in chosen]), position)[0]
 
         if self._local is not None and not self._checked:
@@ -446,9 +454,11 @@ class PipelineProbes:
         one_size = len({x.shape[-2:] for x in self.images}) == 1
         if self._local is None or not one_size:
             return self._carrying(masks_of(texts)[:, None], position, value, None)
-        key = (tuple(int(p) for p in position), int(scale), value, glyphs.shape[1:])
+        key = (tuple(int(p) for p in position), int(block), value, glyphs.shape[1:], kind)
+        if self._responses.get(key, ()) is None:  # coverage sums did not match this chain
+            return self._carrying(masks_of(texts)[:, None], position, value, None)
         if key not in self._responses:
-            self._responses[key] = self._glyph_responses(*key)
+            self._responses[key] = self._glyph_responses(*key[:4])
             responses, rows, cols = self._responses[key]
             sample = min(3, len(self))  # checked on the first probes, the two first texts
             fast = self._sum_responses(glyphs[:2], responses, rows, cols)[:, :sample]
@@ -458,7 +468,10 @@ class PipelineProbes:
             exact = head._whole(two, position, self.values(value)[:sample], None)
             scale_of = max(float(np.ptp(exact)), 1e-6)
             if np.abs(fast - exact).max() > 1e-4 * scale_of:
-                self._local = None  # never seen for a chain the box check accepted
+                if font is not None:  # a prefix that is not affine there: box-local whole
+                    self._responses[key] = None
+                else:
+                    self._local = None  # never seen for a chain the box check accepted
                 return self._carrying(masks_of(texts)[:, None], position, value, None)
         return self._sum_responses(glyphs, *self._responses[key], reuse=reuse)
 
