@@ -715,6 +715,13 @@ MUTANTS = (
         ("tests/test_stats.py", "tests/test_audit_refmodel.py"),
     ),
     Mutant(
+        "exposure: the command ranks by M, not the measured class shift",
+        "monai_forget/defaults.py",
+        'EXPOSURE_STATISTIC = "class-shift"',
+        'EXPOSURE_STATISTIC = "m"',
+        ("tests/test_canary_exposure.py",),
+    ),
+    Mutant(
         "plant: a space under 10^6 texts accepted",
         "monai_forget/dicom/plant.py",
         "    if size < MIN_SPACE_SIZE:",

@@ -33,6 +33,10 @@ LEAK_SCAN_DECOY_SOURCES: tuple[str, ...] = ("names", "letters")
 #: What a leak scan ranks each text by among its decoys, the default first: Eq. 1's M
 #: (the paper's) or the class shift (:mod:`monai_forget.memorisation.statistics`).
 LEAK_SCAN_STATISTICS: tuple[str, ...] = ("m", "class-shift")
+#: What a canary exposure audit ranks canaries by: the class shift, which flagged a canary
+#: planted in 100 images in 16/20 trainings where M flagged 4/20, with never-planted
+#: controls flagged 2/60 and 1/60 (benchmarks/results/canary_exposure_alone.md).
+EXPOSURE_STATISTIC = "class-shift"
 #: Level of the one-tailed test of one feature's memorisation (Hartley & Tsaftaris 2022).
 MEMORISATION_ALPHA = 0.05
 #: Random controls z_r: the paper's block-overwrite patch, equal-ink masks, random letters.

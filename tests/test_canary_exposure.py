@@ -185,6 +185,7 @@ def test_the_exposure_command_audits_what_the_injector_planted(tmp_path, capsys)
     assert (row["text"], row["copies"], row["rank"]) == (text, 2, 1)
     assert row["exposure"] == pytest.approx(math.log2(100))
     assert record["settings"]["position"] == [3, 3] and record["space_size"] == 26**5
+    assert record["settings"]["statistic"] == "class-shift", "the measured default"
     assert (tmp_path / "audit" / "exposure.png").stat().st_size > 1000
     assert main(audit) == 2
     assert "already exists" in capsys.readouterr().err

@@ -17,7 +17,12 @@ from monai_forget.cli.options import (
     positive_int,
     text_value,
 )
-from monai_forget.defaults import LEAK_SCAN_ALPHA, LEAK_SCAN_CORRECTIONS, LEAK_SCAN_STATISTICS
+from monai_forget.defaults import (
+    EXPOSURE_STATISTIC,
+    LEAK_SCAN_ALPHA,
+    LEAK_SCAN_CORRECTIONS,
+    LEAK_SCAN_STATISTICS,
+)
 
 
 def add_plant_arguments(inject: argparse.ArgumentParser) -> None:
@@ -116,8 +121,9 @@ def register(actions: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--statistic",
         choices=LEAK_SCAN_STATISTICS,
-        default=LEAK_SCAN_STATISTICS[0],
-        help="what canaries are ranked by (default %(default)s; see memorisation scan)",
+        default=EXPOSURE_STATISTIC,
+        help="what canaries are ranked by (default %(default)s, the one that found planted "
+        "canaries more often: docs/memorisation.md)",
     )
     parser.add_argument(
         "--never-planted",

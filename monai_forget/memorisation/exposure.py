@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from monai_forget.canary.space import space_size, text_template
+from monai_forget.defaults import EXPOSURE_STATISTIC
 from monai_forget.memorisation.leak_scan import LeakScanConfig, leak_scan
 from monai_forget.memorisation.scan_result import LeakScanResult
 from monai_forget.reporting import pvalue_text
@@ -203,8 +204,10 @@ def canary_exposure(
         canaries: each planted text with its copy count (e.g.
             :func:`monai_forget.dicom.manifest.manifest_canaries`); all of one space.
         config: placement, statistic, never-planted count (``decoys``), correction and
-            alpha as for :func:`~.leak_scan.leak_scan`; the never-planted canaries are
-            always random texts of the space, and flags are not attributed.
+            alpha as for :func:`~.leak_scan.leak_scan` (default: its defaults with the
+            class shift, :data:`~monai_forget.defaults.EXPOSURE_STATISTIC`); the
+            never-planted canaries are always random texts of the space, and flags are not
+            attributed.
 
     Raises:
         ValueError: no canary, canaries of different spaces, or copy counts below 1.
@@ -220,7 +223,9 @@ def canary_exposure(
     if min(canaries.values()) < 1:
         raise ValueError("every planted canary needs a copy count of at least 1")
     config = dataclasses.replace(
-        config or LeakScanConfig(), decoy_source="letters", attribution=False
+        config or LeakScanConfig(statistic=EXPOSURE_STATISTIC),
+        decoy_source="letters",
+        attribution=False,
     )
     texts = list(canaries)
     scan = leak_scan(model, probes, texts, config, progress=progress)
