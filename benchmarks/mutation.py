@@ -722,6 +722,13 @@ MUTANTS = (
         ("tests/test_canary_exposure.py",),
     ),
     Mutant(
+        "leak scan: M by default through the pipeline",
+        "monai_forget/memorisation/leak_scan.py",
+        "config.statistic or (PIPELINE_STATISTIC if pipeline else STATISTICS[0])",
+        "config.statistic or STATISTICS[0]",
+        ("tests/test_leak_scan_statistics.py",),
+    ),
+    Mutant(
         "plant: a space under 10^6 texts accepted",
         "monai_forget/dicom/plant.py",
         "    if size < MIN_SPACE_SIZE:",

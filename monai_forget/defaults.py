@@ -33,6 +33,12 @@ LEAK_SCAN_DECOY_SOURCES: tuple[str, ...] = ("names", "letters")
 #: What a leak scan ranks each text by among its decoys, the default first: Eq. 1's M
 #: (the paper's) or the class shift (:mod:`monai_forget.memorisation.statistics`).
 LEAK_SCAN_STATISTICS: tuple[str, ...] = ("m", "class-shift")
+#: What a leak scan through the model's preprocessing ranks names by unless told: the class
+#: shift, whose control scans through the pipeline flagged a name in 2/100 (Wilson upper
+#: 7 %) where M's did in 4/48 (upper 20 %), and which flagged the leaked name 4/100 to M's
+#: 1/48 (benchmarks/results/leak_scan_pipeline_class_shift.md). Scans on the model grid
+#: keep M, measured on more data sets and networks.
+PIPELINE_STATISTIC = "class-shift"
 #: What a canary exposure audit ranks canaries by: the class shift, which flagged a canary
 #: planted in 100 images in 16/20 trainings where M flagged 4/20, with never-planted
 #: controls flagged 2/60 and 1/60 (benchmarks/results/canary_exposure_alone.md).

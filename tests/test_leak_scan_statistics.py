@@ -48,13 +48,43 @@ def test_m_is_scipys_kl_of_clean_to_carrying():
         per_probe("auc", clean, carrying)
 
 
-def test_a_class_shift_scan_quotes_no_cells_measured_with_m():
-    """The report's measured false alarms and detection were measured with M: a scan
-    ranked by the class shift must not quote them as its own."""
+def test_each_statistic_quotes_only_the_cells_measured_with_it():
+    """The report's measured cells are keyed by the statistic: a scan ranked by the class
+    shift quotes the class-shift control scans (through the pipeline and on the model
+    grid), never M's, and no detection curve (measured with M only)."""
     from monai_forget.memorisation.report import measured_detection, measured_false_alarms
 
     by_m = measured_false_alarms("bh", 0.05, decoy_source="names")
     assert by_m and all(r.get("statistic", "m") == "m" for r in by_m)
     assert measured_detection("bh", 0.05, decoy_source="names")
-    assert measured_false_alarms("bh", 0.05, decoy_source="names", statistic="class-shift") == []
+    shift = measured_false_alarms("bh", 0.05, decoy_source="names", statistic="class-shift")
+    assert sorted((r["flagged"], r["scans"]) for r in shift) == [(0, 100), (2, 100)]
+    assert all(r["statistic"] == "class-shift" for r in shift)
     assert measured_detection("bh", 0.05, decoy_source="names", statistic="class-shift") == []
+
+
+def test_the_default_statistic_is_the_class_shift_through_a_pipeline_and_m_on_the_grid():
+    """The measured defaults (monai_forget.defaults.PIPELINE_STATISTIC): a scan through
+    the model's preprocessing ranks by the class shift, one on the model grid by M; an
+    explicit statistic is kept either way."""
+    import warnings
+
+    from matched_filters import matched_filter
+
+    from monai_forget.memorisation import LeakScanConfig, leak_scan
+    from monai_forget.memorisation.pipeline import PipelineProbes
+
+    images = np.random.default_rng(0).random((6, 1, 28, 28)).astype(np.float32)
+    model = matched_filter(np.zeros((28, 28)))
+    piped = PipelineProbes(images, lambda x: x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # 5 decoys cannot reach alpha: said, not tested
+        scans = {
+            (where, stat): leak_scan(
+                model, probes, ["ANNA"], LeakScanConfig(decoys=5, decoy_seed=0, statistic=stat)
+            ).settings["statistic"]
+            for where, probes in (("grid", images), ("pipeline", piped))
+            for stat in (None, "m", "class-shift")
+        }
+    assert scans[("grid", None)] == "m" and scans[("pipeline", None)] == "class-shift"
+    assert all(scans[(w, s)] == s for w in ("grid", "pipeline") for s in ("m", "class-shift"))
