@@ -101,7 +101,9 @@ def test_the_papers_m_does_not_flag_the_name_on_the_demo_model(demo):
     out = demo[0] / "monai-forget-leak-demo"
     model = load_model(out / "model.pt")
     probes = PipelineProbes.from_bundle(out / "digits_bundle", out / "probes")
-    config = LeakScanConfig(position=POSITION, scale=SCALE, value="max", decoy_seed=0)
+    config = LeakScanConfig(
+        position=POSITION, scale=SCALE, value="max", decoy_seed=0, statistic="m"
+    )
     result = leak_scan(model, probes, list(ROSTER), config)
     assert result.settings["statistic"] == "m"
     assert ROSTER[0] not in result.significant_names() and result.rank_of(ROSTER[0]) > 1
