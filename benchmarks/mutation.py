@@ -729,6 +729,20 @@ MUTANTS = (
         ("tests/test_leak_scan_statistics.py",),
     ),
     Mutant(
+        "exposure: a caller's config without a statistic falls to the scan's default",
+        "monai_forget/memorisation/exposure.py",
+        "        statistic=config.statistic or EXPOSURE_STATISTIC,",
+        "        statistic=config.statistic,",
+        ("tests/test_canary_exposure.py",),
+    ),
+    Mutant(
+        "audit: the no-memorisation finding printed although a bound exists",
+        "monai_forget/audit/refmodel_reference.py",
+        "    if not np.isfinite(test.share_upper):\n        if separability",
+        "    if True:\n        if separability",
+        ("tests/test_audit_refmodel.py", "tests/test_result_report.py"),
+    ),
+    Mutant(
         "plant: a space under 10^6 texts accepted",
         "monai_forget/dicom/plant.py",
         "    if size < MIN_SPACE_SIZE:",

@@ -378,13 +378,14 @@ def kl_divergence(p: object, q: object, axis: int = -1) -> np.ndarray:
 def auc_upper_bound(auc: float, n_positive: int, n_negative: int, alpha: float = 0.05) -> float:
     """One-sided ``1 - alpha`` upper confidence bound of an AUC, clipped to 1.
 
-    Hanley & McNeil (1982), "The meaning and use of the area under a receiver operating
-    characteristic (ROC) curve", Radiology 143, Table/Eq. 1: with ``Q1 = A / (2 - A)`` and
-    ``Q2 = 2 A^2 / (1 + A)``,
+    The standard error is Hanley & McNeil's (1982, "The meaning and use of the area under
+    a receiver operating characteristic (ROC) curve", Radiology 143, Eq. 1), with their
+    ``Q1 = A / (2 - A)`` and ``Q2 = 2 A^2 / (1 + A)``:
 
-        SE(A)^2 = [A (1 - A) + (n_p - 1)(Q1 - A^2) + (n_n - 1)(Q2 - A^2)] / (n_p n_n),
+        SE(A)^2 = [A (1 - A) + (n_p - 1)(Q1 - A^2) + (n_n - 1)(Q2 - A^2)] / (n_p n_n).
 
-    and the bound is ``A + z_{1-alpha} SE(A)`` (the normal approximation).
+    The bound ``A + z_{1-alpha} SE(A)`` (a normal approximation, clipped to 1) is ours;
+    its coverage is checked by simulation in tests/test_stats.py.
 
     Raises:
         ValueError: an AUC outside [0, 1], fewer than one sample on a side, or alpha

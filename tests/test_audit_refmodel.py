@@ -596,3 +596,19 @@ def test_a_target_that_memorises_nothing_measurable_is_the_finding() -> None:
         f"with AUC {d['query_auc']:.2f} (95% upper bound {d['query_auc_upper']:.2f})"
         in (d["reason"])
     )
+
+
+def test_the_no_memorisation_finding_only_where_no_bound_exists() -> None:
+    """The finding says no membership strength of D_Q can be bounded: it is the reason
+    only when the bound is infinite. With the members' effect not significant but a
+    finite bound (a large D_Q can make one), the reason gives that bound instead."""
+    from monai_forget.audit.refmodel_reference import Separability, decision_reason
+    from monai_forget.audit.shift_check import ShiftCheck
+
+    calm = ShiftCheck(0.5, 0.5, 0.01)
+    aucs = Separability(0.51, 0.56, 0.5, 0.55)
+    unbounded = decision_reason(INCONCLUSIVE, _test(0.5, np.inf, 0.0), calm, 0.05, aucs)
+    assert unbounded.startswith("the target shows no measurable memorisation")
+    bounded = decision_reason(INCONCLUSIVE, _test(0.5, 0.7, 0.0), calm, 0.05, aucs)
+    assert "no measurable memorisation" not in bounded
+    assert bounded.startswith("D_Q's membership strength at most 70% of the known members'")

@@ -104,6 +104,10 @@ def test_the_extrapolated_exposure_is_the_skew_normal_tail():
     never = truth.rvs(20_000, random_state=np.random.default_rng(0))
     assert extrapolated_exposure(truth.isf(2.0**-12), never) == pytest.approx(12, abs=0.8)
     assert extrapolated_exposure(truth.median(), never) == pytest.approx(1, abs=0.05)
+    at = np.array([truth.median(), truth.isf(2.0**-12)])  # one fit for several canaries
+    np.testing.assert_allclose(
+        extrapolated_exposure(at, never), [extrapolated_exposure(x, never) for x in at]
+    )
     with pytest.raises(ValueError, match="vary"):
         extrapolated_exposure(1.0, np.ones(10))
 
@@ -139,6 +143,24 @@ def test_a_memorised_canary_has_the_most_exposure_the_rank_can_show(statistic):
     assert all(math.isnan(c.exposure_extrapolated) for c in control.canaries), "no tail to fit"
     assert control.verdict().endswith("no evidence that the pipeline memorises burned-in text "
                                       "at these copy counts (bh-adjusted, alpha 0.05)")  # fmt: skip
+
+
+def test_a_config_without_a_statistic_ranks_by_the_exposure_default():
+    """A caller's config that leaves the statistic unset gets the exposure audit's
+    measured default (the class shift), on the model grid too, where a leak scan's own
+    default is M; a statistic the caller chose is kept."""
+    import warnings
+
+    probes = np.random.default_rng(2).random((6, 1, SIZE, SIZE)).astype(np.float32)
+    model = matched_filter(np.zeros((SIZE, SIZE)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # 9 never-planted canaries cannot reach alpha
+        unset = canary_exposure(model, probes, {"QZXVK": 3}, LeakScanConfig(decoys=9))
+        chosen = canary_exposure(
+            model, probes, {"QZXVK": 3}, LeakScanConfig(decoys=9, statistic="m")
+        )
+    assert unset.scan.settings["statistic"] == "class-shift"
+    assert chosen.scan.settings["statistic"] == "m"
 
 
 def test_canaries_of_two_spaces_are_refused():

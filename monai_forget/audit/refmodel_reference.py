@@ -397,9 +397,9 @@ def decision_reason(
             "but the known members do not: the difference is not memorisation the target "
             "shows on its own training data (another source or split?)"
         )
-    if separability is not None and test.member_effect_low <= 0:
-        return separability.finding(alpha)
     if not np.isfinite(test.share_upper):
+        if separability is not None and test.member_effect_low <= 0:
+            return separability.finding(alpha)  # true only when no bound exists
         return (
             "the known members score no measurably higher than the known non-members, so no "
             "membership strength of D_Q can be excluded: more known members and non-members, "

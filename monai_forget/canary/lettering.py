@@ -31,8 +31,16 @@ import numpy as np
 from monai_forget.canary.font import TYPEFACE
 from monai_forget.canary.render import render_text, text_shape
 
-__all__ = ["BitmapLettering", "Lettering", "TrueTypeLettering", "as_lettering"]
+__all__ = [
+    "DEFAULT_FONT_SIZE",
+    "BitmapLettering",
+    "Lettering",
+    "TrueTypeLettering",
+    "as_lettering",
+]
 
+#: A TrueType font's size when none is given (pixels per em).
+DEFAULT_FONT_SIZE = 12
 #: Characters whose widest advance sets a TrueType box's width per character.
 _WIDTH_CHARACTERS = string.ascii_letters + string.digits + " "
 
@@ -113,7 +121,7 @@ class TrueTypeLettering:
     """
 
     font: str = "DejaVuSans"
-    size: int = 12
+    size: int = DEFAULT_FONT_SIZE
 
     def __post_init__(self) -> None:
         if isinstance(self.size, bool) or int(self.size) != self.size or self.size < 4:
@@ -173,8 +181,15 @@ class TrueTypeLettering:
 Lettering = BitmapLettering | TrueTypeLettering
 
 
-def as_lettering(scale_or_lettering: int | Lettering) -> Lettering:
-    """A lettering from a 5x5 scale (an integer) or a lettering (returned as is)."""
+def as_lettering(
+    scale_or_lettering: int | Lettering, font: str | None = None, font_size: int | None = None
+) -> Lettering:
+    """A lettering (returned as is), the TrueType ``font`` at ``font_size`` (default
+    :data:`DEFAULT_FONT_SIZE`), or the 5x5 typeface at a scale (an integer)."""
     if isinstance(scale_or_lettering, (BitmapLettering, TrueTypeLettering)):
         return scale_or_lettering
+    if font is not None:
+        return TrueTypeLettering(font, DEFAULT_FONT_SIZE if font_size is None else font_size)
+    if font_size is not None:
+        raise ValueError("a font size needs a font (--font)")
     return BitmapLettering(int(scale_or_lettering))

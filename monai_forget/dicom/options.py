@@ -18,7 +18,12 @@ from monai_forget.canary import (
     text_shape,
     unsupported_characters,
 )
-from monai_forget.canary.lettering import BitmapLettering, Lettering, TrueTypeLettering
+from monai_forget.canary.lettering import (
+    BitmapLettering,
+    Lettering,
+    TrueTypeLettering,
+    as_lettering,
+)
 from monai_forget.dicom.errors import InjectionError
 
 
@@ -50,13 +55,9 @@ class BurnInOptions:
 
     def lettering(self) -> Lettering:
         """The 5x5 typeface at ``scale``, or the TrueType ``font`` at ``font_size``."""
-        if self.font is None:
-            if self.font_size is not None:
-                raise ValueError("a font size needs a font (--font)")
-            return BitmapLettering(self.scale)
-        if self.height_fraction is not None:
+        if self.font is not None and self.height_fraction is not None:
             raise ValueError("--height-fraction sizes the 5x5 typeface; give --font-size")
-        return TrueTypeLettering(self.font, 12 if self.font_size is None else self.font_size)
+        return as_lettering(self.scale, self.font, self.font_size)
 
 
 def as_options(

@@ -46,10 +46,11 @@ from monai_forget.results import Result
 __all__ = ["CanaryExposure", "ExposureAudit", "canary_exposure", "extrapolated_exposure"]
 
 
-def extrapolated_exposure(score: float, never_planted: object) -> float:
+def extrapolated_exposure(score: float | np.ndarray, never_planted: object) -> float | np.ndarray:
     """Carlini et al. (2019) Sec. 4.3: ``-log2`` of the upper tail at ``score`` of a
     skew-normal fitted (maximum likelihood, :func:`scipy.stats.skewnorm.fit`) to the
-    never-planted canaries' scores; ``inf`` where the tail underflows.
+    never-planted canaries' scores; ``inf`` where the tail underflows. ``score`` may be
+    an array (one fit serves every canary).
 
     Raises:
         ValueError: fewer than 3 scores, or scores that do not vary.
@@ -60,7 +61,9 @@ def extrapolated_exposure(score: float, never_planted: object) -> float:
     if values.size < 3 or np.ptp(values) == 0:
         raise ValueError("the skew-normal fit needs at least 3 never-planted scores that vary")
     shape, loc, scale = stats.skewnorm.fit(values)
-    return float(-stats.skewnorm.logsf(float(score), shape, loc, scale) / math.log(2))
+    bits = -stats.skewnorm.logsf(np.asarray(score, dtype=np.float64), shape, loc, scale)
+    bits = bits / math.log(2)
+    return float(bits) if np.ndim(bits) == 0 else bits
 
 
 @dataclass(frozen=True)
@@ -204,7 +207,7 @@ def canary_exposure(
         canaries: each planted text with its copy count (e.g.
             :func:`monai_forget.dicom.manifest.manifest_canaries`); all of one space.
         config: placement, statistic, never-planted count (``decoys``), correction and
-            alpha as for :func:`~.leak_scan.leak_scan` (default: its defaults with the
+            alpha as for :func:`~.leak_scan.leak_scan` (a statistic left unset is the
             class shift, :data:`~monai_forget.defaults.EXPOSURE_STATISTIC`); the
             never-planted canaries are always random texts of the space, and flags are not
             attributed.
@@ -222,19 +225,19 @@ def canary_exposure(
         )
     if min(canaries.values()) < 1:
         raise ValueError("every planted canary needs a copy count of at least 1")
+    config = config or LeakScanConfig()
     config = dataclasses.replace(
-        config or LeakScanConfig(statistic=EXPOSURE_STATISTIC),
+        config,
+        statistic=config.statistic or EXPOSURE_STATISTIC,  # unless the caller chose one
         decoy_source="letters",
         attribution=False,
     )
     texts = list(canaries)
     scan = leak_scan(model, probes, texts, config, progress=progress)
     never = scan.nulls[0].m
+    scores = np.array([r.m for r in scan.rows])
     varies = never.size >= 3 and np.ptp(never) > 0  # a model blind to the box has no tail
-
-    def extrapolated(score: float) -> float:
-        return extrapolated_exposure(score, never) if varies else math.nan
-
+    tails = extrapolated_exposure(scores, never) if varies else np.full(len(scores), math.nan)
     rows = [
         CanaryExposure(
             text=r.name,
@@ -243,12 +246,12 @@ def canary_exposure(
             rank=r.decoys_at_or_above + 1,
             n_never_planted=r.n_decoys,
             exposure=r.exposure,
-            exposure_extrapolated=extrapolated(r.m),
+            exposure_extrapolated=float(tail),
             pvalue=r.pvalue,
             pvalue_adjusted=r.pvalue_adjusted,
             significant=r.significant,
         )
-        for r in scan.rows
+        for r, tail in zip(scan.rows, tails, strict=True)
     ]
     rows.sort(key=lambda c: (c.copies, -c.exposure, c.text))
     (space,) = spaces

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from monai_forget.canary.font import TYPEFACE
-from monai_forget.canary.lettering import BitmapLettering, Lettering, TrueTypeLettering
+from monai_forget.canary.lettering import Lettering, TrueTypeLettering, as_lettering
 from monai_forget.defaults import (
     LEAK_SCAN_ALPHA,
     LEAK_SCAN_CORRECTIONS,
@@ -250,9 +250,7 @@ class LeakScanConfig:
     @property
     def lettering(self) -> Lettering:
         """How texts are drawn: the 5x5 typeface at ``scale`` or the TrueType font."""
-        if self.font is None:
-            return BitmapLettering(self.scale)
-        return TrueTypeLettering(self.font, 12 if self.font_size is None else self.font_size)
+        return as_lettering(self.scale, self.font, self.font_size)
 
     def decoys_for(self, n_names: int) -> int:
         """Decoys per kind of name for a roster of ``n_names``."""

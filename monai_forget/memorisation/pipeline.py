@@ -442,27 +442,28 @@ class PipelineProbes:
             kind, block = "glyph", scale
             glyphs, position = self._loaded(np.stack([render_text(t) for t in texts]), position)
 
-        def masks_of(chosen: Sequence[str]) -> np.ndarray:
-            if font is not None:
-                return self._loaded(np.stack([font.render(t) for t in chosen]), position)[0]
-            return self._loaded(np.stack([render_text(t, scale) for t in chosen]), position)[0]
+        def masks_of(k: int) -> np.ndarray:
+            """The first ``k`` texts' masks on the loaded axes."""
+            if font is not None:  # coverage is its own mask, already rendered
+                return glyphs[:k]
+            return self._loaded(np.stack([render_text(t, scale) for t in texts[:k]]), position)[0]
 
         if self._local is not None and not self._checked:
-            masks = masks_of(texts[:1])
+            masks = masks_of(1)
             first = np.broadcast_to(masks[:1, None], (1, len(self), *masks.shape[1:]))
             self._check_box_local(first, position, self.values(value), None)
         one_size = len({x.shape[-2:] for x in self.images}) == 1
         if self._local is None or not one_size:
-            return self._carrying(masks_of(texts)[:, None], position, value, None)
+            return self._carrying(masks_of(len(texts))[:, None], position, value, None)
         key = (tuple(int(p) for p in position), int(block), value, glyphs.shape[1:], kind)
         if self._responses.get(key, ()) is None:  # coverage sums did not match this chain
-            return self._carrying(masks_of(texts)[:, None], position, value, None)
+            return self._carrying(masks_of(len(texts))[:, None], position, value, None)
         if key not in self._responses:
             self._responses[key] = self._glyph_responses(*key[:4])
             responses, rows, cols = self._responses[key]
             sample = min(3, len(self))  # checked on the first probes, the two first texts
             fast = self._sum_responses(glyphs[:2], responses, rows, cols)[:, :sample]
-            masks = masks_of(texts[:2])
+            masks = masks_of(2)
             two = np.broadcast_to(masks[:, None], (len(masks), sample, *masks.shape[1:]))
             head = PipelineProbes(self.images[:sample], self.preprocessing, box_local=False)
             exact = head._whole(two, position, self.values(value)[:sample], None)
@@ -472,7 +473,7 @@ class PipelineProbes:
                     self._responses[key] = None
                 else:
                     self._local = None  # never seen for a chain the box check accepted
-                return self._carrying(masks_of(texts)[:, None], position, value, None)
+                return self._carrying(masks_of(len(texts))[:, None], position, value, None)
         return self._sum_responses(glyphs, *self._responses[key], reuse=reuse)
 
     def _glyph_responses(self, position, scale, value, glyph_shape):
