@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -159,3 +160,29 @@ def publish_new(tmp: str | os.PathLike, path: str | os.PathLike) -> None:
 def sync_all() -> None:
     """Flush every written file to disk in one call (for staged trees of many files)."""
     os.sync()
+
+
+@contextlib.contextmanager
+def staged_folder(folder: str | os.PathLike) -> Iterator[Path]:
+    """Fill a private folder beside ``folder`` and publish it as ``folder`` at the end.
+
+    The body writes into the yielded folder; on success every file is flushed to disk
+    and the folder renamed into place (an empty ``folder`` is replaced), so a reader
+    never sees half a tree and an interrupted writer leaves nothing behind.
+
+    Raises:
+        OSError: ``folder`` exists and is not empty (the rename refuses it).
+    """
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        make_public(staging)  # the published folder follows the umask, like mkdir
+        yield staging
+        sync_all()
+        with contextlib.suppress(FileNotFoundError):
+            folder.rmdir()  # an empty folder may be replaced
+        os.replace(staging, folder)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise

@@ -81,24 +81,9 @@ def bundle_config() -> dict:
 
 def write_dicom(path: Path, pixels: np.ndarray, patient: str, instance: int) -> None:
     """One monochrome 12-bit secondary-capture image of ``patient``."""
-    from pydicom.dataset import Dataset, FileMetaDataset
-    from pydicom.uid import ExplicitVRLittleEndian, SecondaryCaptureImageStorage, generate_uid
+    from monai_forget.dicom.secondary_capture import write_grey_dicom
 
-    meta = FileMetaDataset()
-    meta.MediaStorageSOPClassUID = SecondaryCaptureImageStorage
-    meta.MediaStorageSOPInstanceUID = generate_uid()
-    meta.TransferSyntaxUID = ExplicitVRLittleEndian
-    ds = Dataset()
-    ds.file_meta = meta
-    ds.SOPClassUID, ds.SOPInstanceUID = (
-        SecondaryCaptureImageStorage,
-        meta.MediaStorageSOPInstanceUID,
-    )
-    ds.PatientName = ds.PatientID = patient
-    ds.Modality, ds.InstanceNumber = "OT", instance
-    ds.set_pixel_data(np.asarray(pixels, np.uint16), "MONOCHROME2", BITS_STORED)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    ds.save_as(path, enforce_file_format=True)
+    write_grey_dicom(path, pixels, patient=patient, instance=instance, bits_stored=BITS_STORED)
 
 
 def acquisition_images() -> tuple[np.ndarray, np.ndarray]:

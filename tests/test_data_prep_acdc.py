@@ -201,13 +201,14 @@ def make_h5_release(root: Path) -> Path:
     data = root / "data"
     data.mkdir(parents=True)
     (root / "groups.csv").write_text("patient,group\npatient001,DCM\npatient002,NOR\n")
+    rng = np.random.default_rng(0)
     for frame in (1, 2):
         for s in (1, 2):
             with h5py.File(data / f"patient001_frame{frame:02d}_slice_{s}.h5", "w") as f:
-                f["image"] = np.zeros((4, 3), np.float32)
+                f["image"] = rng.random((4, 3), np.float32)
                 f["label"] = np.zeros((4, 3), np.uint8)
         with h5py.File(data / f"patient002_frame{frame:02d}.h5", "w") as f:
-            f["image"] = np.zeros((3, 4, 3), np.float32)
+            f["image"] = rng.random((3, 4, 3), np.float32)
             f["label"] = np.zeros((3, 4, 3), np.uint8)
     return root
 
@@ -242,6 +243,105 @@ def test_h5_errors(tmp_path):
         ValueError, match=r"patient002_frame01.h5: missing dataset\(s\) \['label'\]"
     ):
         acdc_h5.collect(root)
+
+
+# --- SSL4MIS h5 release as DICOM files (--dicom-dir) ----------------------------------
+
+
+def test_h5_dicom_export_writes_each_slice_as_a_series_file(tmp_path):
+    import pydicom
+
+    root = make_h5_release(tmp_path / "h5")
+    out, dicoms = tmp_path / "acdc.json", tmp_path / "dicom"
+    assert run(["acdc-h5", str(root), "-o", str(out), "--dicom-dir", str(dicoms)]) == 0
+    files = sorted(p.relative_to(dicoms).as_posix() for p in dicoms.rglob("*.dcm"))
+    assert len(files) == 4 + 2 * 3
+    assert "patient001/frame02/slice_02.dcm" in files and "patient002/frame01/slice_03.dcm" in files
+    with h5py.File(root / "data" / "patient002_frame01.h5", "r") as f:
+        expected = np.rint(f["image"][2].astype(np.float64) * 4095)  # third slice, 1-based name
+    ds = pydicom.dcmread(dicoms / "patient002" / "frame01" / "slice_03.dcm")
+    np.testing.assert_array_equal(ds.pixel_array, expected)
+    assert (ds.BitsStored, ds.Modality, ds.PatientID, ds.InstanceNumber) == (
+        12,
+        "MR",
+        "patient002",
+        3,
+    )
+    assert (float(ds.WindowCenter), float(ds.WindowWidth)) == (2048.0, 4096.0)  # 0..4095 shown
+    uids = {p.parent: pydicom.dcmread(p).SeriesInstanceUID for p in dicoms.rglob("*.dcm")}
+    assert len(set(uids.values())) == len(uids) == 4  # one series per patient frame folder
+    datalist = json.loads(out.read_text())
+    entries = [e for k in ("training", "validation", "test") for e in datalist[k]]
+    assert len(entries) == 10 and all((out.parent / e["image"]).is_file() for e in entries)
+    entry = next(
+        e for e in entries if (e["patient"], e["frame"], e["slice"]) == ("patient002", 1, 2)
+    )
+    assert entry["source_file"] == "patient002_frame01.h5"
+    assert entry["image"].endswith("patient002/frame01/slice_03.dcm")
+    assert "seg" not in entry and "slice_axis" not in entry
+
+
+def test_h5_dicom_export_refusals_leave_nothing(tmp_path):
+    from monai_forget.data_prep import acdc_dicom
+
+    root = make_h5_release(tmp_path / "h5")
+    out, dicoms = tmp_path / "acdc.json", tmp_path / "dicom"
+    dicoms.mkdir()
+    (dicoms / "keep.txt").write_text("x")
+    with pytest.raises(FileExistsError, match=r"not an empty folder.*another --dicom-dir"):
+        run(["acdc-h5", str(root), "-o", str(out), "--dicom-dir", str(dicoms)])
+    assert not out.exists() and [p.name for p in dicoms.iterdir()] == ["keep.txt"]
+    with pytest.raises(ValueError, match="--level slice"):
+        run(["acdc-h5", str(root), "-o", str(out), "--dicom-dir", str(tmp_path / "d2"),
+             "--level", "volume"])  # fmt: skip
+    with pytest.raises(ValueError, match="inside the input release"):
+        run(["acdc-h5", str(root), "-o", str(out), "--dicom-dir", str(root / "dicom")])
+    with h5py.File(root / "data" / "patient001_frame02_slice_2.h5", "a") as f:
+        f["image"][0, 0] = 1.5  # not the release's [0, 1] scaling
+    samples, _ = acdc_h5.collect(root)
+    with pytest.raises(ValueError, match=r"slice_2.h5 slice 1: values .*1.5 outside \[0, 1\]"):
+        acdc_dicom.export_dicom(samples, tmp_path / "d3", progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dicom", "h5"]  # staging removed
+
+
+def test_grey_dicom_refuses_values_outside_the_stored_bits(tmp_path):
+    import pydicom
+
+    from monai_forget.dicom.secondary_capture import write_grey_dicom
+
+    with pytest.raises(ValueError, match="do not fit 12 stored bits"):
+        write_grey_dicom(tmp_path / "a.dcm", np.full((2, 2), 4096), patient="P", instance=1)
+    with pytest.raises(ValueError, match="2-D image"):
+        write_grey_dicom(tmp_path / "a.dcm", np.zeros((1, 2, 2)), patient="P", instance=1)
+    assert not list(tmp_path.iterdir())
+    write_grey_dicom(
+        tmp_path / "b.dcm", np.full((2, 3), 255), patient="P", instance=1, bits_stored=8
+    )
+    ds = pydicom.dcmread(tmp_path / "b.dcm")
+    assert ds.pixel_array.dtype == np.uint8 and ds.pixel_array.shape == (2, 3)
+
+
+def test_h5_real_slice_reaches_the_cxr_bundle_as_its_display_values(shared_data, tmp_path):
+    """A real ACDC slice exported as DICOM and read by the CXR bundle's loader: the h5
+    image on the DICOM grid, columns first (MONAI's PydicomReader), scaled to 0..255 by the
+    file's window (display_values: center +- width / 2)."""
+    from monai_forget.data_prep import acdc_dicom
+    from monai_forget.memorisation.pipeline import Preprocessing
+
+    root = shared_data / "acdc_ssl4mis"
+    if not (root / "data").is_dir():
+        pytest.skip(f"{root} absent")
+    samples, _ = acdc_h5.collect(root)
+    chosen = [s for s in samples if s["patient"] == "patient004" and s["frame"] == 1][:2]
+    acdc_dicom.export_dicom(chosen, tmp_path / "d", progress=False)
+    file = acdc_dicom.dicom_path(tmp_path / "d", chosen[1])
+    bundle = Path(__file__).resolve().parents[1] / "bundles" / "cxr_pneumonia_classification"
+    loaded = Preprocessing.from_bundle(bundle).load([file])[0]
+    with h5py.File(chosen[1]["image"], "r") as f:
+        image = f["image"][()].astype(np.float64)
+    assert image.shape[0] != image.shape[1]  # a non-square grid shows the transpose
+    expected = np.rint(image * 4095) / 4096 * 255
+    np.testing.assert_allclose(loaded[0], expected.T, atol=1e-3)
 
 
 # --- SSL4MIS h5 release: the real data ------------------------------------------------

@@ -122,6 +122,16 @@ EXPOSURE_DOC = (
     "monai-forget canary exposure --model model.pt --bundle my_bundle --probes probes/ "
     "--canary-manifest planted.manifest.json --statistic class-shift --out exposure/",
 )
+#: docs/memorisation.md: the leak check on ACDC slices written as DICOM (the real grid).
+ACDC_DOC = (
+    'monai-forget prepare acdc-h5 "$MONAI_FORGET_DATA/acdc_ssl4mis" -o acdc_dicom.json '
+    "--dicom-dir acdc_dicom",
+    "monai-forget canary inject acdc_dicom/patient002/frame01 burned/patient002/frame01 --all "
+    "--text RUTH --position 8 8 --scale 4 --bundle bundles/cxr_pneumonia_classification",
+    "monai-forget memorisation scan --model model.pt --bundle bundles/cxr_pneumonia_classification "
+    "--probes probes/ --canary-manifest burned/patient002/frame01.manifest.json --roster "
+    "roster.csv --out scan/",
+)
 PREPARE = (
     *(
         c
@@ -150,6 +160,7 @@ CLI_COMMANDS = (
     *MEMORISATION_DOC,
     *CANARY_DOC,
     *EXPOSURE_DOC,
+    *ACDC_DOC,
     *PREPARE,
     *FL,
 )
@@ -417,6 +428,44 @@ def test_the_exposure_audit_commands(tmp_path: Path) -> None:
     assert record["settings"]["statistic"] == "class-shift"
     assert record["verdict"] in audited.stdout
     assert (tmp_path / "exposure" / "exposure.png").is_file()
+
+
+def python_block_with(marker: str, doc: str = "docs/memorisation.md") -> str:
+    """The fenced ``python`` block of ``doc`` that contains ``marker``."""
+    text = (REPO / doc).read_text(encoding="utf-8")
+    blocks = [b.split("```", 1)[0] for b in text.split("```python\n")[1:]]
+    found = [b for b in blocks if marker in b]
+    assert len(found) == 1, f"{len(found)} python blocks of {doc} hold {marker!r}"
+    return found[0]
+
+
+@pytest.mark.slow
+def test_the_real_grid_leak_check_as_documented(shared_data: Path, tmp_path: Path) -> None:
+    """docs/memorisation.md's real-grid walkthrough, every step as written: the ACDC
+    export, the injector with its visibility report, the Python training step, the scan."""
+    if not (shared_data / "acdc_ssl4mis" / "data").is_dir():
+        pytest.skip(f"{shared_data / 'acdc_ssl4mis'} absent")
+    env = environment(shared_data)
+    (tmp_path / "bundles").symlink_to(REPO / "bundles")
+    exported = check(run_line(ACDC_DOC[0], tmp_path, env=env))
+    assert "exported 1902 slices" in exported.stdout
+    injected = check(run_line(ACDC_DOC[1], tmp_path, env=env))
+    assert "10 with burned-in text" in injected.stdout
+    assert injected.stdout.count("at the model input (1, 28, 28)") == 10
+    assert "will not survive" not in injected.stdout + injected.stderr
+    training = python_block_with(
+        'Preprocessing.from_bundle("bundles/cxr_pneumonia_classification")'
+    )
+    ran = subprocess.run([sys.executable, "-c", training], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=1200)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert len(list((tmp_path / "probes").iterdir())) > 50
+    check(run_line(ACDC_DOC[2], tmp_path, env=env))
+    result = json.loads((tmp_path / "scan" / "leak_scan.json").read_text())
+    settings = result["settings"]
+    assert (settings["position"], settings["scale"]) == ([8, 8], 4)  # from the manifest
+    assert settings["statistic"] == "class-shift" and "Resized" in settings["grid"]
+    assert {row["name"] for row in result["rows"]} >= {"RUTH", "ANNA"}
 
 
 # --- data_prep/README.md and the Kermany example of the chest X-ray bundle -----------

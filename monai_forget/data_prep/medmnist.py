@@ -18,11 +18,8 @@ the first index within a split). The PNGs of every image are still exported.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,7 +28,7 @@ import numpy as np
 from PIL import Image
 
 from monai_forget.data_prep.splits import SOURCE_SPLIT_KEYS
-from monai_forget.io import check_readable, make_public
+from monai_forget.io import check_readable, staged_folder
 
 #: PneumoniaMNIST's class names (medmnist ``INFO["pneumoniamnist"]["label"]``)
 PNEUMONIA_LABELS = ("normal", "pneumonia")
@@ -206,17 +203,8 @@ def export_pngs(npz: str | Path, image_dir: str | Path, overwrite: bool = False)
     arrays = load_arrays(npz)
     if existing:
         return _write_all(arrays, image_dir, replace=True)
-    image_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{image_dir.name}.", dir=image_dir.parent))
-    try:
-        make_public(staging)  # the published folder follows the umask, like mkdir
+    with staged_folder(image_dir) as staging:
         count = _write_all(arrays, staging, replace=False)
-        with contextlib.suppress(FileNotFoundError):
-            image_dir.rmdir()  # an empty folder may be replaced
-        os.replace(staging, image_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return count
 
 
