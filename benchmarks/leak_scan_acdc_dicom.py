@@ -281,9 +281,7 @@ def report(args, setting: Setting, records: dict, seconds: float) -> None:
         if alarms:
             say(f"Names flagged by control scans: {', '.join(alarms)}.")
     if args.cached_only:
-        say(
-            f"\nRendered from the cached records (`--cached-only`), computed on {args.where}."
-        )
+        say(f"\nRendered from the cached records (`--cached-only`), computed on {args.where}.")
     else:
         say(f"\nWall time of this invocation: {seconds / 60:.1f} min ({args.where}).")
 
