@@ -30,8 +30,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import PNEUMONIA_RECIPE, permuted, unique_images, without
 from _markdown import say, write
-from withdrawal_audit_grid import PNEUMONIA_RECIPE, _drop, _permute, _unique
 
 from monai_forget.data import LabelledImages, concat, load_pneumoniamnist
 from monai_forget.shadow import ShadowTrainer
@@ -47,9 +47,9 @@ def _save(data: LabelledImages, path: Path) -> str:
 def run(args: argparse.Namespace, work: Path) -> dict:
     # Distinct images only: PneumoniaMNIST repeats some, and the audit refuses overlaps.
     # Shuffled: the split's files are not in random order.
-    train = _permute(_unique(load_pneumoniamnist("train")), args.seed)
-    held_out = _drop(
-        _unique(concat(load_pneumoniamnist("val"), load_pneumoniamnist("test"))), train
+    train = permuted(unique_images(load_pneumoniamnist("train")), args.seed)
+    held_out = without(
+        unique_images(concat(load_pneumoniamnist("val"), load_pneumoniamnist("test"))), train
     )
     target_data = train.subset(slice(0, 2400))
     target = ShadowTrainer(PNEUMONIA_RECIPE).train(target_data, seed=args.seed + 1)
@@ -101,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         f"after; torch {torch.__version__}")  # fmt: skip
     say()
     say(f"`monai-forget audit reference` with {args.references} reference models, "
-        f"{args.workers} workers, an empty cache; D_Q 200 training images of the target, "
+        "trained as one group (`--workers` applies to recipes that cannot be grouped), an "
+        "empty cache; D_Q 200 training images of the target, "
         f"1,000 known members, 1,000 known non-members from the {args.nonmembers_from} "
         "images the target never saw.")  # fmt: skip
     say()
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     say(
         f"- its decision (D_Q is made of members): {result.get('decision')}, "
-        f"p_member {result['statistic']:.3g}, remembered share "
+        f"p_member {result['statistic']:.3g}, membership strength "
         f"{result['details']['membership_strength']:.2f} (upper bound "
         f"{result['details']['membership_strength_upper']:.2f})"
     )

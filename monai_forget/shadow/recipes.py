@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -134,8 +134,8 @@ class SupervisedRecipe:
                 f'not {device}: train on cuda:N, or drop "amp" from the recipe'
             )
 
-    def _optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
-        params = model.parameters()
+    def make_optimizer(self, params: Iterable[torch.Tensor]) -> torch.optim.Optimizer:
+        """The recipe's optimiser over ``params`` (a model's, or a group's stacked ones)."""
         if self.optimizer == "adam":
             return torch.optim.Adam(
                 params, lr=self.learning_rate, betas=self.betas, weight_decay=self.weight_decay
@@ -169,7 +169,7 @@ class SupervisedRecipe:
             max_epochs=epochs,
             train_data_loader=loader,
             network=model.to(device),
-            optimizer=self._optimizer(model),
+            optimizer=self.make_optimizer(model.parameters()),
             loss_function=nn.CrossEntropyLoss(),
             amp=self.amp,
         )

@@ -20,12 +20,16 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
+from tqdm.auto import tqdm
 
 from monai_forget.cache import CacheEntryError, entry_hash, entry_lock, write_entry
 from monai_forget.data import LabelledImages
 from monai_forget.fingerprint import data_fingerprint
+from monai_forget.processes import available_cores
+from monai_forget.shadow.grouped import fit_group, group_refusal
 from monai_forget.shadow.parallel import plan_workers, train_in_pool
 from monai_forget.shadow.recipes import _PROGRESS, Recipe
 
@@ -67,6 +71,9 @@ class ShadowTrainer:
         threads: torch CPU threads while training (``None``: torch's current setting).
         progress: report each training on stderr (size, time) and show the iterations of
             MONAI-based recipes as a progress bar.
+        grouped: let :meth:`train_many` train the models as groups, one batched
+            computation per group (:mod:`monai_forget.shadow.grouped`), where the recipe
+            allows it; ``False``: one model at a time over worker processes.
 
     Attributes:
         cache_entries: file -> SHA-256 of every cache entry this trainer read or wrote
@@ -81,6 +88,7 @@ class ShadowTrainer:
         cache_dir: str | Path | None = None,
         threads: int | None = None,
         progress: bool = False,
+        grouped: bool = True,
     ) -> None:
         if not isinstance(recipe, Recipe):
             raise TypeError(
@@ -97,6 +105,7 @@ class ShadowTrainer:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.threads = threads
         self.progress = progress
+        self.grouped = grouped
         self.cache_entries: dict[str, str] = {}
 
     def cache_path(self, data: LabelledImages, seed: int) -> Path | None:
@@ -170,6 +179,12 @@ class ShadowTrainer:
         and an interrupted run keeps every model it finished. Without ``cache_dir`` a
         temporary cache carries the weights back from the workers.
 
+        Where the recipe allows it (a :class:`SupervisedRecipe` without running
+        statistics or mixed precision) and ``grouped`` is set, the models to train are
+        trained in this process as groups, one batched computation per group
+        (:func:`~monai_forget.shadow.grouped.fit_group`: the recipe's models, to float
+        tolerance); ``workers`` then does not apply.
+
         Args:
             datasets: the training sets.
             seeds: one seed per training set.
@@ -189,6 +204,8 @@ class ShadowTrainer:
             raise ValueError(
                 f"got {len(datasets)} datasets and {len(seeds)} seeds; pass one seed per set"
             )
+        if workers is not None and workers < 1:
+            raise ValueError(f"workers must be a positive integer or None, got {workers}")
         jobs = list(zip(datasets, (int(s) for s in seeds), strict=True))
         if any(len(d) == 0 for d in datasets):
             raise ValueError("cannot train a shadow model on an empty data set")
@@ -206,9 +223,80 @@ class ShadowTrainer:
                 path = trainer.cache_path(data, seed)
                 if not path.exists():
                     todo.setdefault(path, (data, seed))
-            workers, trainer.threads = plan_workers(len(todo), workers, self.threads, self.device)
-            train_in_pool(trainer, list(todo.values()), workers, progress)
+            if self.grouped and group_refusal(self.recipe, self.recipe.build()) is None:
+                trainer._train_groups(list(todo.values()), progress)
+            else:
+                workers, trainer.threads = plan_workers(
+                    len(todo), workers, self.threads, self.device
+                )
+                train_in_pool(trainer, list(todo.values()), workers, progress)
             models = [trainer.train(data, seed) for data, seed in jobs]
             if self.cache_dir is not None:  # a temporary cache's entries are gone after
                 self.cache_entries.update(trainer.cache_entries)
             return models
+
+    def _train_groups(self, jobs: list[tuple[LabelledImages, int]], progress: bool) -> None:
+        """Train ``jobs`` (uncached ``(data, seed)``) as groups into the cache: sets of one
+        size together when the recipe counts epochs, at most :func:`group_size` a group."""
+        by_size: dict[int | None, list[tuple[LabelledImages, int]]] = {}
+        for data, seed in jobs:
+            by_size.setdefault(None if self.recipe.steps else len(data), []).append((data, seed))
+        groups = []
+        for same in by_size.values():
+            size = group_size(same[0][0], self.recipe, self.device)
+            groups += [same[i : i + size] for i in range(0, len(same), size)]
+        bar = tqdm(total=len(jobs), desc="reference models", unit="model", disable=not progress)
+        with torch_threads(self.threads or available_cores()):
+            for group in groups:
+                self._train_group(group)
+                bar.update(len(group))
+        bar.close()
+
+    def _train_group(self, group: list[tuple[LabelledImages, int]]) -> None:
+        with contextlib.ExitStack() as locks:
+            for data, seed in group:
+                locks.enter_context(entry_lock(self.cache_path(data, seed)))
+            group = [(d, s) for d, s in group if not self.is_cached(d, s)]  # trained meanwhile
+            if not group:
+                return
+            models = []
+            for _, seed in group:
+                with torch.random.fork_rng():
+                    torch.manual_seed(seed)
+                    models.append(self.recipe.build())  # initialised as train() does
+            start = time.perf_counter()
+            with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+                torch.manual_seed(group[0][1])  # the group's dropout draws, reproducibly
+                fit_group(self.recipe, models, *zip(*group, strict=True), device=self.device)
+            if self.progress:
+                print(f"shadow models: {len(group)} trained as a group in "
+                      f"{time.perf_counter() - start:.0f} s", file=sys.stderr)  # fmt: skip
+            for (data, seed), model in zip(group, models, strict=True):
+                path = self.cache_path(data, seed)
+                state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+                self.cache_entries[str(path)] = write_entry(
+                    path, lambda handle, state=state: torch.save(state, handle)
+                )
+
+
+#: Bytes a group of models may stage and train with: on a GPU this share of its free
+#: memory, on a CPU this many bytes.
+GROUP_MEMORY_SHARE, GROUP_MEMORY_CPU = 0.5, 2 * 1024**3
+#: The most models in one group (beyond it, a step's launch costs little next to its work).
+MAX_GROUP = 64
+
+
+def group_size(data: LabelledImages, recipe: Recipe, device: torch.device) -> int:
+    """Models per group: as many as fit :data:`GROUP_MEMORY_SHARE` of a GPU's free memory
+    (:data:`GROUP_MEMORY_CPU` on a CPU), at most :data:`MAX_GROUP`. Each model needs its
+    staged training set, four copies of its parameters (weights, gradients, two Adam
+    moments) and a batch's activations (taken as 32 floats per input value, a generous
+    bound for the small networks grouped here)."""
+    if device.type == "cuda":
+        budget = torch.cuda.mem_get_info(device)[0] * GROUP_MEMORY_SHARE
+    else:
+        budget = GROUP_MEMORY_CPU
+    sample = int(np.prod(data.images.shape[1:])) * 4
+    params = sum(p.numel() for p in recipe.build().parameters()) * 4
+    per_model = len(data) * sample + 4 * params + 32 * getattr(recipe, "batch_size", 64) * sample
+    return int(max(1, min(MAX_GROUP, budget // per_model)))
