@@ -62,8 +62,8 @@ import torch
 from sklearn.metrics import roc_auc_score, roc_curve
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import MNIST_RECIPE, PNEUMONIA_RECIPE, unique_images
 from _markdown import log, say, write
-from withdrawal_audit_grid import MNIST_RECIPE, PNEUMONIA_RECIPE, _unique
 
 from monai_forget.audit import FORGOTTEN, INCONCLUSIVE, NOT_FORGOTTEN
 from monai_forget.audit.refmodel import (
@@ -121,7 +121,7 @@ def sources(dataset: str):
         a = concat(load_pneumoniamnist("train", root=root), load_pneumoniamnist("val", root=root))
         b = load_pneumoniamnist("test", root=root)
         recipe = PNEUMONIA_RECIPE
-    a, b = _unique(a), _unique(b)
+    a, b = unique_images(a), unique_images(b)
     return recipe, a, b.subset(~np.isin(b.sample_hashes, a.sample_hashes))
 
 

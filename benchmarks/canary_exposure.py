@@ -40,10 +40,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-import scipy.stats
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import wilson
 from _markdown import log, say, write
 
 from monai_forget import leak_demo
@@ -143,11 +143,6 @@ def one_training(seed: int, work: Path, bundle: Path, base: Path, labels, seen, 
                 }
             )
     return {"rows": rows}
-
-
-def wilson(k: int, n: int) -> str:
-    ci = scipy.stats.binomtest(k, n).proportion_ci(0.95, method="wilson")
-    return f"{k}/{n} [{ci.low:.2f}, {ci.high:.2f}]"
 
 
 def report(rows: list[dict], trainings: int, seconds: float, layout: str, counts) -> None:

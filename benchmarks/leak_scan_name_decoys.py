@@ -52,6 +52,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import unique_feature_memorisation as ufm
+from _common import wilson
 from _markdown import log, say, write
 
 from monai_forget.memorisation import LeakScanConfig, UniqueFeature, inject_feature, leak_scan
@@ -60,12 +61,6 @@ from monai_forget.memorisation.name_decoys import faker_version
 SOURCES = ("letters", "names")
 #: The data set and network of the control models (and of the series models by default).
 DEFAULT_CELL = "mnist:mlp-1"
-
-
-def wilson(k: int, n: int) -> str:
-    """``k/n (x %; lo-hi %)`` with the 95 % Wilson score interval."""
-    ci = scipy.stats.binomtest(k, n).proportion_ci(0.95, method="wilson")
-    return f"{k}/{n} ({100 * k / n:.1f} %; {100 * ci.low:.1f}-{100 * ci.high:.1f} %)"
 
 
 def control_model(rep: int, cell: str = DEFAULT_CELL):

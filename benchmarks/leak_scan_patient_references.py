@@ -50,6 +50,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import leak_scan_name_decoys as lsnd
 import unique_feature_memorisation as ufm
+from _common import wilson
 from _markdown import log, say, write
 from leak_scan_references import outcome, pvalues, scanned
 
@@ -214,7 +215,7 @@ def main() -> int:
 
 def rate(k: int, of: list) -> str:
     """``k`` of the runs ``of``, with its Wilson interval ("-" when there are none)."""
-    return lsnd.wilson(k, len(of)) if of else "-"
+    return wilson(k, len(of)) if of else "-"
 
 
 def report(rows: dict, args: argparse.Namespace, seconds: float) -> None:

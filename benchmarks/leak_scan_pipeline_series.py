@@ -49,8 +49,8 @@ from monai.transforms import Resize
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import unique_feature_memorisation as ufm
+from _common import scan_row
 from _markdown import log, say, write
-from leak_scan_name_decoys import wilson
 
 from monai_forget.canary import paint, render_text
 from monai_forget.data import LabelledImages
@@ -161,16 +161,7 @@ def report(args, records: dict, seconds: float) -> None:
     for arm in args.arms:
         series = [r for r in records["series"] if r is not None and arm in r]
         controls = [r for r in records["controls"] if r is not None and arm in r]
-        first = sum(r[arm]["rank"] == 1 for r in series)
-        flagged = sum(r["name"] in r[arm]["flagged"] for r in series)
-        found = sum(r[arm]["rank"] == 1 and r["name"] in r[arm]["flagged"] for r in series)
-        others = sum(any(n != r["name"] for n in r[arm]["attributed"]) for r in series)
-        alarms = sum(bool(r[arm]["flagged"]) for r in controls)
-        say(
-            f"| {arm} | {len(series)} / {len(controls)} | {wilson(found, len(series))} | "
-            f"{wilson(first, len(series))} | {wilson(flagged, len(series))} | "
-            f"{wilson(others, len(series))} | {wilson(alarms, len(controls))} |"
-        )
+        say(scan_row(arm, series, controls))
     series = [r for r in records["series"] if r is not None]
     if len(series) > 1:
         import scipy.stats

@@ -604,7 +604,7 @@ MUTANTS = (
     ),
     Mutant(
         "leak scan through a pipeline: the canary manifest's place ignored",
-        "monai_forget/cli/memorisation.py",
+        "monai_forget/cli/memorisation_run.py",
         '        position, scale = placement["position"], placement["scale"]',
         "        pass",
         ("tests/test_leak_scan_pipeline.py",),
@@ -748,6 +748,27 @@ MUTANTS = (
         "    if size < MIN_SPACE_SIZE:",
         "    if size < 0:",
         ("tests/test_canary_exposure.py",),
+    ),
+    Mutant(
+        "grouped training: the seeds handed to the wrong models",
+        "monai_forget/shadow/grouped.py",
+        "zip(sizes, seeds, strict=True)",
+        "zip(sizes, seeds[::-1], strict=True)",
+        ("tests/test_grouped_training.py",),
+    ),
+    Mutant(
+        "grouped training: batch norm grouped",
+        "monai_forget/shadow/grouped.py",
+        "    if running:",
+        "    if not running:",
+        ("tests/test_grouped_training.py",),
+    ),
+    Mutant(
+        "ACDC export: an existing folder written into",
+        "monai_forget/data_prep/acdc_dicom.py",
+        "    if folder.exists() and not (folder.is_dir() and not any(folder.iterdir())):",
+        "    if False:",
+        ("tests/test_data_prep_acdc.py",),
     ),
 )
 

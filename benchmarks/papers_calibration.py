@@ -47,14 +47,9 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import MNIST_RECIPE, PNEUMONIA_RECIPE, permuted, unique_images
 from _markdown import log, say, write
-from withdrawal_audit_grid import (
-    MNIST_RECIPE,
-    PNEUMONIA_RECIPE,
-    _permute,
-    _unique,
-    degrade,
-)
+from withdrawal_audit_grid import degrade
 
 from monai_forget.audit import (
     FORGOTTEN,
@@ -95,7 +90,7 @@ class Pools:
 
 
 def _cut(name: str, recipe: SupervisedRecipe, data: LabelledImages, seed: int) -> Pools:
-    data = _permute(_unique(data), seed)
+    data = permuted(unique_images(data), seed)
     n = len(data)
     bounds = np.cumsum([0.4, 0.2, 0.1, 0.3]) * n
     target, q_non, n_known, pop = (

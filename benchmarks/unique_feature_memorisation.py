@@ -62,6 +62,7 @@ import scipy.stats
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import ROSTER
 from _markdown import log, say, write
 
 from monai_forget.data import LabelledImages, data_root, load_mnist_test, load_pneumoniamnist
@@ -81,15 +82,6 @@ from monai_forget.memorisation import (
 )
 from monai_forget.stats import benjamini_hochberg
 
-#: 50 candidate names of 3-4 letters (a 4-letter name is 23 px wide: it fits 28x28).
-ROSTER = [
-    "ADA", "ALI", "AMY", "ANNA", "BEA", "BEN", "BOB", "CARL", "DAN", "DORA", "EDDY", "EMMA",
-    "EVA", "EVE", "FAY", "GUS", "HUGO", "IAN", "IDA", "IVY", "JACK", "JAN", "JOE", "JOHN",
-    "KAI", "KATE", "KIM", "LEO", "LILY", "LUCY", "MAX", "MARY", "MIA", "NED", "NINA", "OLGA",
-    "OTTO", "PAM", "PAUL", "RAY", "ROSA", "RUTH", "SAM", "SARA", "TED", "TINA", "TOM", "UMA",
-    "VERA", "ZOE",
-]  # fmt: skip
-assert len(ROSTER) == 50 and len(set(ROSTER)) == 50
 ARCHS = ("mlp-1", "cnn-1", "cnn-2")
 DATASETS = ("mnist", "pneumoniamnist")
 #: Where a full run keeps its per-model records (in the repository: see :class:`Store`).

@@ -106,27 +106,12 @@ from monai_forget.data import (
     load_pneumoniamnist,
 )
 from monai_forget.demo import DIGITS_RECIPE
-from monai_forget.fingerprint import sample_hashes
 from monai_forget.inference import predict
 from monai_forget.shadow import ShadowTrainer, SupervisedRecipe
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import MNIST_RECIPE, PNEUMONIA_RECIPE, permuted, unique_images, without
 from threshold_search import compare_threshold_search
-
-PNEUMONIA_RECIPE = SupervisedRecipe(
-    network="Classifier",
-    network_args={"in_shape": (1, 28, 28), "classes": 2, "channels": (8, 16), "strides": (2, 2)},
-    steps=1500,
-    batch_size=64,
-    learning_rate=1e-3,
-)
-MNIST_RECIPE = SupervisedRecipe(
-    network="mlp",
-    network_args={"in_shape": (1, 28, 28), "num_classes": 10, "hidden": (256, 256)},
-    steps=2000,
-    batch_size=64,
-    learning_rate=1e-3,
-)
 
 # The evaluator-overhead measurement's "small CNN": monai_forget's reference small_cnn
 # (32, 64 channels), with a short budget: only its evaluation cost matters there.
@@ -163,23 +148,6 @@ class DataSpec:
     ood_name: str
 
 
-def _unique(data: LabelledImages) -> LabelledImages:
-    """The first occurrence of every distinct image (exact duplicates would break D_Q/D_C
-    disjointness and double-count samples)."""
-    _, first = np.unique(sample_hashes(data), return_index=True)
-    return data.subset(np.sort(first))
-
-
-def _drop(data: LabelledImages, *others: LabelledImages) -> LabelledImages:
-    """``data`` without any image that also appears in ``others``."""
-    seen = np.concatenate([sample_hashes(o) for o in others])
-    return data.subset(~np.isin(sample_hashes(data), seen))
-
-
-def _permute(data: LabelledImages, seed: int) -> LabelledImages:
-    return data.subset(np.random.default_rng(seed).permutation(len(data)))
-
-
 def _with_classes(data: LabelledImages, labels: np.ndarray, num_classes: int) -> LabelledImages:
     return LabelledImages(data.images, labels, data.ids, num_classes)
 
@@ -193,16 +161,16 @@ def _folds(pool: LabelledImages, size: int) -> tuple[tuple[LabelledImages, ...],
 
 
 def _unique_pneumonia_train(root: Path) -> LabelledImages:
-    return _unique(load_pneumoniamnist("train", root=root))
+    return unique_images(load_pneumoniamnist("train", root=root))
 
 
 def load_pneumonia_spec(root: Path, seed: int) -> DataSpec:
     """Folds from the train split; D_C from val + test; OOD: ACDC slices, normal vs not."""
-    train = _permute(_unique_pneumonia_train(root), seed)
+    train = permuted(_unique_pneumonia_train(root), seed)
     folds, _ = _folds(train, 600)
     held = concat(load_pneumoniamnist("val", root=root), load_pneumoniamnist("test", root=root))
-    calibration = _drop(_unique(held), train)
-    acdc = _unique(load_acdc_slices(root, size=28))
+    calibration = without(unique_images(held), train)
+    acdc = unique_images(load_acdc_slices(root, size=28))
     abnormal = (acdc.labels != ACDC_GROUPS.index("NOR")).astype(np.int64)
     ood = _with_classes(acdc, abnormal, 2)
     return DataSpec("PneumoniaMNIST", PNEUMONIA_RECIPE, folds, calibration, ood, "ACDC")
@@ -210,7 +178,7 @@ def load_pneumonia_spec(root: Path, seed: int) -> DataSpec:
 
 def load_mnist_spec(root: Path, seed: int) -> DataSpec:
     """Folds and D_C from the 10k MNIST test digits; OOD: PneumoniaMNIST labelled 0/1."""
-    pool = _permute(_unique(load_mnist_test(root)), seed)
+    pool = permuted(unique_images(load_mnist_test(root)), seed)
     folds, calibration = _folds(pool, 1000)
     xray = _unique_pneumonia_train(root)
     ood = _with_classes(xray, xray.labels, 10)
@@ -223,12 +191,12 @@ def _mnist_8x8(root: Path) -> LabelledImages:
     small = torch.nn.functional.adaptive_avg_pool2d(torch.from_numpy(mnist.images.copy()), 8)
     small = small / small.amax(dim=(1, 2, 3), keepdim=True).clamp_min(1e-8)
     ids = tuple(f"{i}@8x8" for i in mnist.ids) if mnist.ids else None
-    return _unique(LabelledImages(small.numpy(), mnist.labels, ids, 10))
+    return unique_images(LabelledImages(small.numpy(), mnist.labels, ids, 10))
 
 
 def load_digits_spec(root: Path, seed: int) -> DataSpec:
     """Folds and D_C from scikit-learn's digits; OOD: MNIST at 8x8 (same labels)."""
-    pool = _permute(load_digits(), seed)
+    pool = permuted(load_digits(), seed)
     folds, calibration = _folds(pool, 225)
     return DataSpec("digits", DIGITS_RECIPE, folds, calibration, _mnist_8x8(root), "MNIST 8x8")
 
@@ -524,8 +492,8 @@ def evaluator_setups(root: Path, spec: DataSpec) -> list[EvaluatorSetup]:
     """A target trained on PneumoniaMNIST folds 1-5; D_Q: the test split; D_C: the val
     split (both without duplicates). Two designs: ``SPEED_RECIPE`` and the grid's."""
     train = _unique_pneumonia_train(root)
-    val = _drop(_unique(load_pneumoniamnist("val", root=root)), train)
-    test = _drop(_unique(load_pneumoniamnist("test", root=root)), train, val)
+    val = without(unique_images(load_pneumoniamnist("val", root=root)), train)
+    test = without(unique_images(load_pneumoniamnist("test", root=root)), train, val)
     target_data = concat(*spec.folds[:5])
     return [EvaluatorSetup(r, target_data, test, val) for r in (SPEED_RECIPE, spec.recipe)]
 

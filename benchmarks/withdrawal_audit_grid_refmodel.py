@@ -45,13 +45,13 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import without
 from _markdown import LINES, log, say, write
 from withdrawal_audit_grid import (
     DATASETS,
     LOADERS,
     DataSpec,
     Scenario,
-    _drop,
     _sample,
     ema_scenarios,
     liu_scenarios,
@@ -78,7 +78,7 @@ class Roles:
 
 def liu_roles(spec: DataSpec, s: Scenario, seed: int) -> Roles:
     """Known members from D* without D_Q; non-members fold 2; population folds 3-4."""
-    members = _drop(s.target_data, s.query)
+    members = without(s.target_data, s.query)
     return Roles(
         _sample(members, len(spec.folds[1]), seed) if len(members) else None,
         spec.folds[1],

@@ -159,12 +159,12 @@ def test_cli_fl_simulate_refuses_bad_options_before_loading_data(tmp_path, capsy
     assert main(["fl", "simulate", "--site-signature", "--out", out]) == 2
     assert "constructed scenario" in capsys.readouterr().err
     assert main(["fl", "simulate", "--remaining", "site-1", "--out", out]) == 2
-    assert "provider that stays" in capsys.readouterr().err
+    assert "one that stays, not the withdrawing one" in capsys.readouterr().err
     assert main(["fl", "poc", "--retrained", "2", "--out", out]) == 2
     assert "at least 3 models" in capsys.readouterr().err
     two = ["fl", "simulate", "--clients", "2", "--out", out]
     assert main([*two, "--auditors", "refmodel", "ks"]) == 2
-    assert "refmodel needs 3 or more providers" in capsys.readouterr().err
+    assert "(refmodel) needs 3 or more providers" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
 
@@ -202,3 +202,28 @@ def test_a_poc_job_that_lost_a_client_names_it(tmp_path) -> None:
     log.write_text("2026-11-24 10:38:23,900 - ClientManager - INFO - Client Name:site-2 left.\n")
     assert clients_that_left(log.read_text()) == []
     assert "dropped out" not in poc_failure("a0bc", "FINISHED:ABORTED", tmp_path / "poc")
+
+
+def test_the_withdrawal_rules_are_the_library_s():
+    """The rules `fl simulate` refuses by are the library's (one place): the same refusal
+    from `check_withdrawal` as from the command line, and the default auditors."""
+    from monai_forget.fl.run import check_withdrawal, default_auditors
+
+    sites = ["site-1", "site-2", "site-3"]
+    assert check_withdrawal(sites, "site-3") == ["site-1"]
+    assert check_withdrawal(sites, "site-1", ["site-3"], ("refmodel",), 3) == ["site-3"]
+    assert default_auditors(2) == ("ks", "ema")
+    assert default_auditors(3) == ("refmodel", "ks", "ema")
+    with pytest.raises(ValueError, match="needs 3 or more providers"):
+        check_withdrawal(sites[:2], "site-2", auditors=("refmodel",))
+    with pytest.raises(ValueError, match="not one of"):
+        check_withdrawal(sites, "site-9")
+    with pytest.raises(ValueError, match="not the withdrawing one"):
+        check_withdrawal(sites, "site-1", ["site-1"])
+    with pytest.raises(ValueError, match="not among those that stay"):
+        check_withdrawal(sites, "site-1", ["site-7"])
+    with pytest.raises(ValueError, match="at least 3 models"):
+        check_withdrawal(sites, "site-1", retrained=2)
+    assert check_withdrawal(sites, "site-1", retrained=0) == ["site-2"]
+    with pytest.raises(ValueError, match="at least 2 providers"):
+        check_withdrawal(sites[:1], "site-1")

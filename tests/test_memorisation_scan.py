@@ -419,7 +419,7 @@ def test_an_interrupted_scan_resumes_where_it_stopped(probes, tmp_path, monkeypa
 def test_cli_scan_resumes_from_its_output_folder(cli_files, probes, tmp_path, monkeypatch, capsys):
     """The command keeps the scan's progress in --out and, run again, resumes; the
     progress file goes once the result is written."""
-    from monai_forget.cli.memorisation import PARTIAL_SCAN
+    from monai_forget.cli.memorisation_run import PARTIAL_SCAN
 
     out = tmp_path / "scan"
     args = ["memorisation", "scan", *_model_args(cli_files), "--roster",

@@ -132,7 +132,7 @@ def test_online_audit_trains_every_model_on_half_of_what_it_scores(tmp_path, mon
 
 def test_the_command_line_chooses_the_setting() -> None:
     from monai_forget.cli import build_parser
-    from monai_forget.cli.audit import _auditor
+    from monai_forget.cli.audit_run import _auditor
 
     line = [
         "audit", "reference", "--model", "m.pt", "--network", "mlp", "--query", "q.npz",

@@ -226,6 +226,59 @@ def federated_oracle(
     return oracle.fit(federation.shadow)
 
 
+#: Fewest providers the reference-model auditor can audit: its known members are the
+#: providers that stayed other than the one audited.
+REFMODEL_MIN_PROVIDERS = 3
+
+
+def default_auditors(n_providers: int) -> tuple[str, ...]:
+    """The auditors a withdrawal runs by default: the reference-model auditor (the
+    product's default) where there are enough providers for it, and the papers' K-S and
+    EMA auditors."""
+    refmodel = ("refmodel",) if n_providers >= REFMODEL_MIN_PROVIDERS else ()
+    return (*refmodel, "ks", "ema")
+
+
+def check_withdrawal(
+    clients: Sequence[str],
+    withdrawing: str,
+    remaining: Sequence[str] | None = None,
+    auditors: Sequence[str] = (),
+    retrained: int = 0,
+) -> list[str]:
+    """Refuse a withdrawal that cannot be run or measured, before any data is read;
+    return the remaining providers to audit (default: the first one that stays).
+
+    Raises:
+        ValueError: fewer than 2 providers, a withdrawing or remaining provider that is
+            not one (or the withdrawing one), the reference-model auditor with fewer than
+            :data:`REFMODEL_MIN_PROVIDERS` providers, or 1-2 retrained models.
+    """
+    if len(clients) < 2:
+        raise ValueError(f"a federation needs at least 2 providers, got {len(clients)}")
+    if withdrawing not in clients:
+        raise ValueError(f"withdrawing provider {withdrawing!r} is not one of {sorted(clients)}")
+    stay = [c for c in clients if c != withdrawing]
+    remaining = list(remaining) if remaining is not None else stay[:1]
+    if withdrawing in remaining:
+        raise ValueError("the remaining provider must be one that stays, not the withdrawing one")
+    unknown = sorted(set(remaining) - set(stay))
+    if unknown:
+        raise ValueError(f"remaining providers {unknown} are not among those that stay {stay}")
+    if "refmodel" in auditors and len(clients) < REFMODEL_MIN_PROVIDERS:
+        raise ValueError(
+            "the reference-model auditor (refmodel) needs 3 or more providers: its known "
+            "members are the providers that stayed other than the one audited; add providers "
+            "or drop refmodel"
+        )
+    if retrained < 0 or retrained in (1, 2):
+        raise ValueError(
+            f"{retrained} retrained models: the spread of retraining needs at least 3 models "
+            "(or 0 to skip the comparison)"
+        )
+    return remaining
+
+
 def simulate_withdrawal(
     federation: Federation,
     config: FederatedConfig,
@@ -259,21 +312,9 @@ def simulate_withdrawal(
             starts).
         WithdrawalError: the withdrawing client could not compute its update.
     """
-    if withdrawal.client not in federation.clients:
-        raise ValueError(
-            f"withdrawing client {withdrawal.client!r} is not one of {sorted(federation.clients)}"
-        )
-    stay = [c for c in federation.clients if c != withdrawal.client]
-    remaining = list(remaining) if remaining is not None else stay[:1]
-    unknown = sorted(set(remaining) - set(stay))
-    if unknown:
-        raise ValueError(f"remaining providers {unknown} are not among those that stay {stay}")
-    if retrained < 0 or retrained in (1, 2):
-        raise ValueError(
-            f"{retrained} retrained models: the spread of retraining needs at least 3 (or 0 "
-            "to skip the comparison)"
-        )
     plan = AuditPlan() if plan is None else plan
+    clients = list(federation.clients)
+    remaining = check_withdrawal(clients, withdrawal.client, remaining, plan.auditors, retrained)
     seed, device = plan.seed, plan.device
     run = run_federated(
         federation.clients, config, workspace, withdrawal=withdrawal, backend=backend

@@ -1,0 +1,195 @@
+"""What ``monai-forget memorisation score|scan|split-patients`` do once parsed
+(:mod:`monai_forget.cli.memorisation` builds the parser): load the model and probes,
+call the library (``memorisation_score``, ``leak_scan``, ``split_patients``), print and
+write the result."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from monai_forget.cli.options import load_model_from_args
+
+
+def _inputs(args: argparse.Namespace):
+    from monai_forget.data import load_images
+
+    model = load_model_from_args(args)
+    if getattr(args, "bundle", None):
+        from monai_forget.memorisation.pipeline import PipelineProbes
+
+        probes = PipelineProbes.from_bundle(args.bundle, args.probes)
+    else:
+        probes = load_images(args.probes, split=args.probes_split)
+    training = None
+    if args.training_data:
+        training = load_images(args.training_data, split=args.training_split)
+    return model, probes, training
+
+
+def _references(args: argparse.Namespace) -> list:
+    return [load_model_from_args(args, path) for path in args.reference_model or ()]
+
+
+def _reference_patients(args: argparse.Namespace) -> list[list[str]] | None:
+    """The patients of each reference model, or ``None`` (references without the roster)."""
+    from monai_forget.memorisation.patient_references import read_patient_ids
+
+    if not args.reference_patients:
+        if args.patient_column:
+            raise ValueError(
+                "--patient-column is used only with --reference-patients; pass one patient "
+                "list per --reference-model, or drop --patient-column"
+            )
+        return None
+    if len(args.reference_patients) != len(args.reference_model or ()):
+        raise ValueError(
+            f"{len(args.reference_patients)} --reference-patients for "
+            f"{len(args.reference_model or ())} --reference-model: give one patient list per "
+            "reference model, in the same order"
+        )
+    if not args.patient_column:
+        raise ValueError(
+            "--reference-patients needs each roster name's patient: pass --patient-column"
+        )
+    return [read_patient_ids(path) for path in args.reference_patients]
+
+
+def _split_patients(args: argparse.Namespace) -> int:
+    from monai_forget.memorisation.patient_references import (
+        read_patient_ids,
+        split_patients,
+        write_patient_ids,
+    )
+
+    splits = split_patients(read_patient_ids(args.patients), args.pairs, args.seed)
+    paths = write_patient_ids(splits, args.out, overwrite=args.overwrite)
+    print(
+        f"{len(paths)} reference models in {args.pairs} pairs, each on half of the "
+        f"{len(splits[0] | splits[1])} patients: train reference k of the audited model's "
+        f"recipe on the images of the patients in {Path(args.out) / 'reference_<k>_patients.txt'}"
+        ", then scan with --reference-model and --reference-patients in the same order"
+    )
+    for path in paths:
+        print(path)
+    return 0
+
+
+def _options(args: argparse.Namespace) -> dict:
+    """The settings ``memorisation_score`` and ``leak_scan`` share."""
+    return {
+        "test": args.test,
+        "random_feature": args.random_feature,
+        "seed": args.seed,
+        "decoys": args.decoys,
+        "decoy_seed": args.decoy_seed,
+        "batch_size": args.batch_size,
+        "device": args.device,
+        "outputs": args.outputs,
+    }
+
+
+#: The file in ``--out`` where a leak scan keeps its passes until its result is written.
+PARTIAL_SCAN = "leak_scan.partial.npz"
+
+
+def run(args: argparse.Namespace) -> int:
+    """The action ``args`` names."""
+    if args.action == "split-patients":
+        return _split_patients(args)
+    if not 0 < args.alpha < 1:
+        raise ValueError(f"--alpha must be in (0, 1), got {args.alpha}")
+    return _score(args) if args.action == "score" else _scan(args)
+
+
+def _score(args: argparse.Namespace) -> int:
+    from monai_forget.io import atomic_write, check_writable
+    from monai_forget.memorisation import UniqueFeature, memorisation_score
+
+    out = check_writable(args.out, args.overwrite) if args.out else None
+    value = 1.0 if args.value is None else args.value
+    feature = UniqueFeature.from_text(args.text, tuple(args.position), args.scale, value)
+    model, probes, training = _inputs(args)
+    references = _references(args)
+    score = memorisation_score(
+        model,
+        probes,
+        feature,
+        references=references,
+        training_data=training,
+        progress=True,
+        **_options(args),
+    )
+    found = score.significant(args.alpha)
+    verdict = "evidence of memorisation" if found else "no evidence of memorisation"
+    print(f"feature {feature.describe()}: {verdict} ({score.evidence()}, alpha {args.alpha})")
+    print(score.summary())
+    if out is not None:
+        record = {
+            "feature": feature.to_dict(),
+            "alpha": args.alpha,
+            "seed": args.seed,
+            "random_feature": args.random_feature,
+            **score.to_dict(per_probe=True),
+        }
+        with atomic_write(out, "w", overwrite=args.overwrite) as handle:
+            json.dump(record, handle, indent=2)
+        print(f"result: {out}")
+    return 0
+
+
+def _scan(args: argparse.Namespace) -> int:
+    from monai_forget.io import check_writable
+    from monai_forget.memorisation import LeakScanConfig, leak_scan, read_roster, write_scan_report
+
+    out_dir = Path(args.out)
+    for name in ("leak_scan.json", "leak_scan.html"):
+        check_writable(out_dir / name, args.overwrite)
+    names = read_roster(args.roster, args.column, args.patient_column)
+    reference_patients = _reference_patients(args)
+    position, scale = tuple(args.position), args.scale
+    font, font_size = args.font, args.font_size
+    if args.canary_manifest:
+        from monai_forget.dicom.manifest import manifest_placement
+
+        placement = manifest_placement(args.canary_manifest)
+        position, scale = placement["position"], placement["scale"]
+        font, font_size = placement["font"], placement["font_size"]
+    value = args.value if args.value is not None else ("max" if args.bundle else 1.0)
+    model, probes, training = _inputs(args)
+    # Saved as the scan goes: a killed scan, run again with the same command, resumes.
+    partial = out_dir / PARTIAL_SCAN
+    if partial.is_file():
+        print(f"resuming the interrupted scan saved in {partial}", file=sys.stderr)
+    config = LeakScanConfig(
+        position=position,
+        scale=scale,
+        font=font,
+        font_size=font_size,
+        value=value,
+        correction=args.correction,
+        alpha=args.alpha,
+        decoy_source=args.decoys_from,
+        statistic=args.statistic,
+        attribution=not args.no_attribution,
+        **_options(args),
+    )
+    result = leak_scan(
+        model,
+        probes,
+        names,
+        config,
+        training_data=training,
+        references=_references(args),
+        reference_patients=reference_patients,
+        progress=True,
+        checkpoint=partial,
+    )
+    json_path, html_path = write_scan_report(result, out_dir, overwrite=args.overwrite)
+    partial.unlink()
+    print(result.summary())
+    print(f"result: {json_path}\nreport: {html_path}")
+    sys.stdout.flush()
+    return 0
