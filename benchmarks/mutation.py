@@ -764,6 +764,13 @@ MUTANTS = (
         ("tests/test_grouped_training.py",),
     ),
     Mutant(
+        "reference auditor: labels the target cannot output accepted",
+        "monai_forget/audit/refmodel_auditor.py",
+        '            check_labels_fit(target, {"query set D_Q": query, **known, **extra})',
+        "            pass",
+        ("tests/test_cli_errors.py",),
+    ),
+    Mutant(
         "ACDC export: an existing folder written into",
         "monai_forget/data_prep/acdc_dicom.py",
         "    if folder.exists() and not (folder.is_dir() and not any(folder.iterdir())):",

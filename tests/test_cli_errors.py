@@ -454,3 +454,26 @@ def test_a_device_this_machine_lacks_is_a_usage_error(command, tmp_path, capsys)
         assert f"argument --device: {device}" in err or message in err, err
         assert message in err and "Traceback" not in err, err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("method", ["ks", "ema", "reference"])
+def test_every_auditor_refuses_labels_the_target_cannot_output(method):
+    """The check lives in the library (issue 52): the Python API refuses what the command
+    line refuses, naming the set, before any model trains."""
+    import numpy as np
+
+    from monai_forget.audit import EMAAuditor, KSAuditor, ReferenceModelAuditor
+    from monai_forget.data import LabelledImages, load_digits
+    from monai_forget.networks import get_network
+    from monai_forget.shadow import SupervisedRecipe
+
+    digits = load_digits()
+    recipe = SupervisedRecipe("mlp", {"in_shape": (1, 8, 8), "num_classes": 10}, steps=1)
+    target = get_network("mlp", in_shape=(1, 8, 8), num_classes=10)
+    query = digits.subset(np.arange(40))
+    query = LabelledImages(query.images, np.where(query.labels == 3, 11, query.labels), None, 12)
+    known = (digits.subset(np.arange(100, 200)), digits.subset(np.arange(200, 300)))
+    auditor = {"ks": KSAuditor, "ema": EMAAuditor, "reference": ReferenceModelAuditor}[method]
+    calibration = known if method == "reference" else known[1]
+    with pytest.raises(ValueError, match="query set D_Q: label 11 is outside the model's 10"):
+        auditor(recipe=recipe).audit(target, query, calibration)

@@ -35,7 +35,7 @@ from torch import nn
 from monai_forget.audit.ema import PAPER_METRICS, EMAReference, TestName
 from monai_forget.audit.ema_fit import ThresholdBy, Variant, check_variant
 from monai_forget.audit.ks import KSReference
-from monai_forget.audit.query_checks import check_query_images
+from monai_forget.audit.query_checks import check_labels_fit, check_query_images
 from monai_forget.audit.result import AuditResult
 from monai_forget.data import DataOverlapError, LabelledImages, check_disjoint
 from monai_forget.defaults import EMA_ALPHA
@@ -228,6 +228,7 @@ class KSAuditor(ShadowAuditor):
     ) -> AuditResult:
         """Has ``target`` forgotten ``query``? ``calibration`` must share no sample with it."""
         calibration = _whole(calibration)
+        check_labels_fit(target, {"query set D_Q": query, "calibration set D_C": calibration})
         reference, shadows = self._fit(query, calibration)
         result = reference.audit(self._predict(target, query), label=label)
         return result.adding(
@@ -371,6 +372,7 @@ class EMAAuditor(ShadowAuditor):
     ) -> AuditResult:
         """Has ``target`` forgotten ``query``? ``calibration`` must share no sample with it."""
         whole = _whole(calibration)
+        check_labels_fit(target, {"query set D_Q": query, "calibration set D_C": whole})
         self._start(query, whole)
         reference, model, _ = self._fit(calibration, target)
         return self.audit_predictions(reference, self._predict(target, query), label=label).adding(

@@ -14,10 +14,12 @@ another kind does not (MNIST digits for a chest X-ray model: all of it outside).
 from __future__ import annotations
 
 import numpy as np
+import torch
+from torch import nn
 
 from monai_forget.data import LabelledImages
 
-__all__ = ["OUTSIDE_SHARE", "check_query_images"]
+__all__ = ["OUTSIDE_SHARE", "check_labels_fit", "check_query_images"]
 
 #: D_Q is refused when more than this share of it is constant images, or, of the rest, lies
 #: outside the known samples' envelope (:func:`outside_share`): another kind of image.
@@ -82,3 +84,32 @@ def check_query_images(query: LabelledImages, known: LabelledImages) -> None:
             "(another modality, or another intensity scale?); pass images of the model's own "
             "kind, preprocessed as its training data"
         )
+
+
+def check_labels_fit(model: nn.Module, sets: dict[str, LabelledImages]) -> None:
+    """Refuse sets whose images the model cannot take or whose labels exceed its outputs,
+    naming the set (``sets``: role -> data). One forward pass on one image of each set,
+    on the CPU, before any model trains; every auditor's ``audit`` runs it.
+
+    Raises:
+        ValueError: the model cannot take a set's images, or a label is not one of its
+            classes.
+    """
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    for role, data in sets.items():
+        if not len(data):
+            continue
+        with torch.no_grad():
+            try:
+                outputs = model(torch.tensor(data.images[:1], device=device)).shape[-1]
+            except RuntimeError as err:
+                raise ValueError(
+                    f"{role}: the model cannot take its images of shape "
+                    f"{tuple(data.images.shape[1:])} ({str(err).splitlines()[0]})"
+                ) from None
+        top = int(data.labels.max())
+        if top >= outputs:
+            raise ValueError(
+                f"{role}: label {top} is outside the model's {outputs} classes (0..{outputs - 1});"
+                " check the labels or the model"
+            )

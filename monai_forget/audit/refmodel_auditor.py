@@ -29,7 +29,7 @@ from sklearn.model_selection import StratifiedGroupKFold
 from torch import nn
 
 from monai_forget.audit.auditors import ShadowAuditor, check_set_size
-from monai_forget.audit.query_checks import check_query_images
+from monai_forget.audit.query_checks import check_labels_fit, check_query_images
 from monai_forget.audit.refmodel import (
     ROLES,
     SCORES,
@@ -367,6 +367,10 @@ class ReferenceModelAuditor(ShadowAuditor):
     ) -> AuditResult:
         """Has ``target`` forgotten ``query``? Three-way answer with the bound on its
         membership strength relative to the known members."""
+        if isinstance(calibration, tuple) and len(calibration) == 2:
+            known = {"known members": calibration[0], "known non-members": calibration[1]}
+            extra = {"population": population} if population is not None else {}
+            check_labels_fit(target, {"query set D_Q": query, **known, **extra})
         reference, roles, population = self._fit(query, calibration, population)
         refuse_target_as_reference(target, self.reference_models_)
         signal = {}

@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from monai_forget.cli.options import check_labels_fit, load_model_from_args, load_set
+from monai_forget.cli.options import load_model_from_args, load_set
 
 #: The exit code of each decision (a usage error is 2).
 EXIT_CODES = {"forgotten": 0, "not forgotten": 3, "inconclusive": 4}
@@ -71,14 +71,11 @@ def run(args: argparse.Namespace) -> int:
         population = args.population and load_set(
             args.population, args.population_split, "reference population (--population)"
         )
-        sets = {"query set D_Q": query, "known members": known[0], "known non-members": known[1]}
-        check_labels_fit(target, {**sets, **({"population": population} if population else {})})
         result = auditor.audit(target, query, known, population=population or None, label=label)
     else:
         calibration = load_set(
             args.calibration, args.calibration_split, "calibration set D_C (--calibration)"
         )
-        check_labels_fit(target, {"query set D_Q": query, "calibration set D_C": calibration})
         result = auditor.audit(target, query, calibration, label=label)
     result = result.adding(provenance={"audit_trail": _trail(args)})
     result.save(result_path, overwrite=args.overwrite)

@@ -136,27 +136,3 @@ def load_set(path: str, split: str | None, role: str) -> LabelledImages:
         return load_images(path, split=split)
     except ValueError as err:
         raise ValueError(f"{role}: {err}") from None
-
-
-def check_labels_fit(model: nn.Module, sets: dict[str, LabelledImages]) -> None:
-    """Refuse sets whose images the model cannot take or whose labels exceed its outputs.
-
-    One forward pass on one image of each set, before any training starts.
-    """
-    import torch
-
-    for role, data in sets.items():
-        with torch.no_grad():
-            try:
-                outputs = model(torch.tensor(data.images[:1])).shape[-1]
-            except RuntimeError as err:
-                raise ValueError(
-                    f"{role}: the model cannot take its images of shape "
-                    f"{tuple(data.images.shape[1:])} ({str(err).splitlines()[0]})"
-                ) from None
-        top = int(data.labels.max()) if len(data) else -1
-        if top >= outputs:
-            raise ValueError(
-                f"{role}: label {top} is outside the model's {outputs} classes (0..{outputs - 1});"
-                " check the labels or the model"
-            )
