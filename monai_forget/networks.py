@@ -327,19 +327,25 @@ def get_network(name: str, **kwargs: Any) -> nn.Module:
     spatial_dims=2, in_channels=1, out_channels=2)``.
 
     Raises:
-        ValueError: The name is neither ours nor a ``monai.networks.nets`` class.
+        ValueError: The name is neither ours nor a ``monai.networks.nets`` class, or the
+            class refuses ``kwargs``.
     """
     key = name.strip()
-    if key.lower() in NETWORKS:
-        return NETWORKS[key.lower()](**kwargs)
-    reference = key.lower().replace("_", "-")
-    if reference in REFERENCE_NETWORKS:
-        return REFERENCE_NETWORKS[reference](**kwargs)
-    from monai.networks import nets
+    cls = NETWORKS.get(key.lower()) or REFERENCE_NETWORKS.get(key.lower().replace("_", "-"))
+    if cls is None:
+        from monai.networks import nets
 
-    cls = getattr(nets, key, None)
-    if isinstance(cls, type) and issubclass(cls, nn.Module):
-        return cls(**kwargs)
+        found = getattr(nets, key, None)
+        cls = found if isinstance(found, type) and issubclass(found, nn.Module) else None
+    if cls is not None:
+        try:
+            return cls(**kwargs)
+        except (TypeError, ValueError) as err:  # the arguments, not the code: say which
+            raise ValueError(
+                f"network {name!r} cannot be built from network_args {sorted(kwargs)} "
+                f"({str(err).splitlines()[0]}); check their names and values against "
+                f"{cls.__name__}'s arguments"
+            ) from None
     raise ValueError(
         f"unknown network {name!r}; use one of ours {sorted(NETWORKS)}, a class name "
         "from monai.networks.nets (e.g. 'DenseNet121', 'ResNet', 'EfficientNetBN') or a "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from monai_forget.shadow import BundleRecipe, Recipe, SupervisedRecipe
 
@@ -55,7 +56,7 @@ def load_recipe(spec: str | Path, *, allow_code: bool = False) -> Recipe:
                     f"recipe {path} is not UTF-8 JSON ({type(err).__name__})"
                 ) from None
             if isinstance(content, dict) and "network" in content and "train" not in content:
-                return SupervisedRecipe.from_dict(content)
+                return _data_only(content, path)
         if not allow_code:
             raise ValueError(refuse)
         return BundleRecipe(str(path))
@@ -74,3 +75,34 @@ def load_recipe(spec: str | Path, *, allow_code: bool = False) -> Recipe:
         f"cannot read recipe {text!r}: give a recipe .json, a bundle train config, "
         "or package.module:attribute"
     )
+
+
+def _code_in(value: Any, where: str) -> str | None:
+    """Where in ``value`` a MONAI config expression sits (``"$..."``, ``_target_``)."""
+    if isinstance(value, str) and value.startswith(("$", "@", "%")):
+        return f"{where} = {value!r}"
+    if isinstance(value, dict):
+        if "_target_" in value:
+            return f"{where}._target_"
+        return next((f for k, v in value.items() if (f := _code_in(v, f"{where}.{k}"))), None)
+    if isinstance(value, list):
+        return next((f for i, v in enumerate(value) if (f := _code_in(v, f"{where}[{i}]"))), None)
+    return None
+
+
+def _data_only(content: dict, path: Path) -> SupervisedRecipe:
+    """A data-only recipe from its JSON object, refused with the file and field named when
+    it holds config code or arguments its network does not take."""
+    found = _code_in(content, "recipe")
+    if found:
+        raise ValueError(
+            f"recipe {path}: {found} is MONAI config code, which a data-only recipe does not "
+            "evaluate; give plain values (numbers, strings, lists), or a bundle training "
+            "config with --trust-recipe"
+        )
+    try:
+        recipe = SupervisedRecipe.from_dict(content)
+        recipe.build()  # the network's own check of its arguments, before any data is read
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"recipe {path}: {err}") from None
+    return recipe

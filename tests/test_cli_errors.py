@@ -364,6 +364,35 @@ def test_code_recipes_need_trust(files: Path, tmp_path: Path, capsys) -> None:
     assert "trust it as you would a script" in " ".join(help_text.getvalue().split())
 
 
+@pytest.mark.parametrize(
+    ("network_args", "message"),
+    [
+        ({**NET, "_target_": "torch.nn.Linear"}, r"network_args\._target_ is MONAI config code"),
+        ({**NET, "num_classes": "$10"}, r"network_args\.num_classes = '\$10' is MONAI config code"),
+        ({**NET, "depth": 3}, r"'mlp' cannot be built .*unexpected keyword argument 'depth'"),
+    ],
+    ids=["_target_", "expression", "unknown-argument"],
+)
+def test_a_recipe_s_network_arguments_are_checked_naming_the_file(
+    files: Path, tmp_path: Path, capsys, network_args, message
+) -> None:
+    """Issue 52, item 6: config code or arguments the network does not take are refused in
+    one line naming the recipe file and the field, before any data is read."""
+    recipe = tmp_path / "recipe.json"
+    recipe.write_text(json.dumps({"network": "mlp", "network_args": network_args, "steps": 5}))
+    line = one_line_error(capsys, audit(files, tmp_path / "o", recipe=str(recipe)))
+    assert f"recipe {recipe}" in line and re.search(message, line), line
+
+
+def test_a_utf16_roster_is_named_with_the_fix(tmp_path: Path) -> None:
+    from monai_forget.memorisation import read_roster
+
+    roster = tmp_path / "names.csv"
+    roster.write_bytes("name\nANNA\n".encode("utf-16"))
+    with pytest.raises(ValueError, match=r"names.csv is not UTF-8 text \(it is UTF-16.*CSV UTF-8"):
+        read_roster(roster)
+
+
 # --- issue 34 item 6: prepare never writes inside its input --------------------------
 
 

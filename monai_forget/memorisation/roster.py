@@ -74,6 +74,18 @@ def read_roster(
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"roster {path} does not exist")
+    try:
+        return _read_roster(path, column, patient_column)
+    except UnicodeDecodeError:
+        utf16 = path.read_bytes()[:2] in (b"\xff\xfe", b"\xfe\xff")
+        raise ValueError(
+            f"roster {path} is not UTF-8 text"
+            + (" (it is UTF-16, as some spreadsheets save 'Unicode text')" if utf16 else "")
+            + "; save it as CSV UTF-8"
+        ) from None
+
+
+def _read_roster(path: Path, column: str | None, patient_column: str | None) -> Roster:
     with path.open(newline="", encoding="utf-8-sig") as f:
         reader = csv.DictReader(f)
         fields = [c for c in (reader.fieldnames or []) if c is not None]
