@@ -15,6 +15,7 @@ documented command and nothing undocumented.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -241,7 +242,7 @@ def test_readme_digits_commands(command: str, digits_workspace: Path) -> None:
         assert "rho_" in result.stdout
     assert (out / "report.html").is_file()
     # Issue 16 item 15: shadow-model training (minutes at full size) reports progress.
-    assert "shadow model: training on" in result.stderr and "trained in" in result.stderr
+    assert re.search(r"shadow models?: training", result.stderr) and "trained in" in result.stderr
 
 
 @pytest.mark.slow
@@ -262,7 +263,7 @@ def test_reference_models_trained_by_array_tasks_are_only_read_by_the_audit(
     result = run_line(AUDIT_CLUSTER, digits_workspace)
     record = json.loads((digits_workspace / "audit_c_cluster" / "result.json").read_text())
     assert result.returncode == EXIT_CODES[record["decision"]], result.stderr[-3000:]
-    assert "shadow model: training on" not in result.stderr  # every reference model cached
+    assert not re.search(r"shadow models?: training", result.stderr)  # every model cached
     # every file that decided is recorded by SHA-256 and hashed again by `audit verify`
     entries = record["provenance"]["cache_entries"]
     verified = check(run_line(VERIFY, digits_workspace)).stdout
@@ -270,7 +271,7 @@ def test_reference_models_trained_by_array_tasks_are_only_read_by_the_audit(
     # The same audit training its reference models itself decides the same.
     elsewhere = {"audit-cache": str(tmp_path / "local"), "audit_c_cluster/": str(tmp_path / "out")}
     local = run_line(AUDIT_CLUSTER, digits_workspace, replace=elsewhere)
-    assert "shadow model: training on" in local.stderr
+    assert re.search(r"shadow models?: training", local.stderr)
     again = json.loads((tmp_path / "out" / "result.json").read_text())
     assert again["decision"] == record["decision"]
     assert again["statistic"] == pytest.approx(record["statistic"], abs=1e-2)

@@ -138,8 +138,10 @@ from monai_forget.shadow import SupervisedRecipe
 
 def run():
     digits = load_digits()
-    recipe = SupervisedRecipe("mlp", {"in_shape": [1, 8, 8], "num_classes": 10,
-                                      "hidden": [16]}, steps=5)
+    # batch norm's running statistics: not grouped, so the models train in worker processes
+    recipe = SupervisedRecipe("Classifier", {"in_shape": [1, 8, 8], "classes": 10,
+                                             "channels": [4], "strides": [2], "norm": "batch"},
+                              steps=5)
     auditor = ReferenceModelAuditor(recipe=recipe, n_references=2, workers=2)
     known = (digits.subset(slice(60, 200)), digits.subset(slice(200, 340)))
     auditor.fit_reference(digits.subset(slice(0, 60)), known)

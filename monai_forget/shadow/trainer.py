@@ -264,13 +264,17 @@ class ShadowTrainer:
                 with torch.random.fork_rng():
                     torch.manual_seed(seed)
                     models.append(self.recipe.build())  # initialised as train() does
+            report = print if self.progress else lambda *a, **k: None
+            sizes = sorted({len(d) for d, _ in group})
+            span = str(sizes[0]) if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
+            report(f"shadow models: training {len(group)} as one group on {span} samples each ...",
+                   file=sys.stderr)  # fmt: skip
             start = time.perf_counter()
             with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
                 torch.manual_seed(group[0][1])  # the group's dropout draws, reproducibly
                 fit_group(self.recipe, models, *zip(*group, strict=True), device=self.device)
-            if self.progress:
-                print(f"shadow models: {len(group)} trained as a group in "
-                      f"{time.perf_counter() - start:.0f} s", file=sys.stderr)  # fmt: skip
+            report(f"shadow models: {len(group)} trained in {time.perf_counter() - start:.0f} s",
+                   file=sys.stderr)  # fmt: skip
             for (data, seed), model in zip(group, models, strict=True):
                 path = self.cache_path(data, seed)
                 state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
