@@ -254,8 +254,10 @@ class ShadowTrainer:
 
     def _train_group(self, group: list[tuple[LabelledImages, int]]) -> None:
         with contextlib.ExitStack() as locks:
-            for data, seed in group:
-                locks.enter_context(entry_lock(self.cache_path(data, seed)))
+            # in one order everywhere: two processes locking overlapping groups never
+            # wait on each other in a circle
+            for path in sorted({self.cache_path(d, s) for d, s in group}):
+                locks.enter_context(entry_lock(path))
             group = [(d, s) for d, s in group if not self.is_cached(d, s)]  # trained meanwhile
             if not group:
                 return
