@@ -45,12 +45,10 @@ def group_refusal(recipe: object, model: nn.Module) -> str | None:
     return None
 
 
-def _index_batches(
-    recipe: SupervisedRecipe, size: int, seed: int
-) -> list[torch.utils.data.DataLoader]:
+def _index_batches(recipe: SupervisedRecipe, size: int, seed: int) -> torch.utils.data.DataLoader:
     """The recipe's mini-batch order for a set of ``size`` samples trained with ``seed``:
-    the loader :meth:`SupervisedRecipe.fit` builds, over indices instead of samples (one
-    loader per epoch pass; a new iterator per epoch, as the trainer makes)."""
+    the loader :meth:`SupervisedRecipe.fit` builds, over indices instead of samples
+    (iterated once per epoch, a new iterator each time, as the trainer does)."""
     generator = torch.Generator().manual_seed(seed)
     indices = range(size)
     if recipe.steps is not None:
