@@ -52,7 +52,7 @@ DIGITS_RECIPE = SupervisedRecipe(
 )
 
 
-#: Reference models in the demo (4 keep it to about a minute on 2 cores; 8+ give power).
+#: Reference models in the demo (4 keep it under a minute on 2 cores; 8+ give power).
 DEMO_REFERENCES = 4
 #: The digits models are small: one torch thread trains them fastest, and a busy machine
 #: does not slow them by an order of magnitude (measured: 1-2 s against 9-13 s with

@@ -11,7 +11,7 @@ name (and its decoys) where the injector's manifest says, into probes cut from p
 bundled CT and MR test images, passes them through the same bundle and ranks the names.
 
 The demo plants a strong canary (a series of :data:`SERIES` images) so that a newcomer
-sees the whole path find it in about a minute, and ranks the names by the class shift
+sees the whole path find it in under a minute, and ranks the names by the class shift
 (:mod:`~monai_forget.memorisation.statistics`), which finds this name where Eq. 1's M
 ranks it 13th of 20; how often a smaller series is found is measured in
 ``benchmarks/results/leak_scan_pipeline_series.md``. Its decoys are drawn with the demo's

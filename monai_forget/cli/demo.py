@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         return _leak(args, out)
     print(
         "monai-forget demo: a consortium model on the bundled digits, provider C withdraws; "
-        "training and auditing (about 2 minutes on 2 cores)...",
+        "training and auditing (under a minute on 2 cores)...",
         flush=True,
     )
     from monai_forget.demo import format_table, run_demo
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
 def _leak(args: argparse.Namespace, out: str) -> int:
     print(
         "monai-forget demo leak: a name burned into one patient's DICOM series, a model "
-        "trained through a MONAI bundle, a leak scan through the same bundle (about a minute "
+        "trained through a MONAI bundle, a leak scan through the same bundle (under a minute "
         "on 2 cores)...",
         flush=True,
     )
