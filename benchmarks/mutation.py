@@ -771,6 +771,20 @@ MUTANTS = (
         ("tests/test_cli_errors.py",),
     ),
     Mutant(
+        "federated withdrawal: the reference-model auditor allowed with 2 providers",
+        "monai_forget/fl/run.py",
+        '    if "refmodel" in auditors and len(clients) < REFMODEL_MIN_PROVIDERS:',
+        '    if "refmodel" in auditors and len(clients) < 2:',
+        ("tests/test_fl_simulator.py",),
+    ),
+    Mutant(
+        "recipe: config code in network_args passed on",
+        "monai_forget/recipe_files.py",
+        "    if found:\n        raise ValueError(",
+        "    if False:\n        raise ValueError(",
+        ("tests/test_cli_errors.py",),
+    ),
+    Mutant(
         "ACDC export: an existing folder written into",
         "monai_forget/data_prep/acdc_dicom.py",
         "    if folder.exists() and not (folder.is_dir() and not any(folder.iterdir())):",
