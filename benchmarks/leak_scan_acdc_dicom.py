@@ -53,6 +53,7 @@ from _markdown import log, say, write
 
 from monai_forget.canary import paint, render_text
 from monai_forget.data import LabelledImages, data_root
+from monai_forget.data.acdc import ACDC_GROUPS
 from monai_forget.data_prep import acdc_dicom, acdc_h5
 from monai_forget.dicom import as_options, inject_and_publish
 from monai_forget.dicom.manifest import manifest_placement
@@ -60,9 +61,9 @@ from monai_forget.io import atomic_write
 from monai_forget.memorisation import LeakScanConfig, leak_scan
 from monai_forget.memorisation.pipeline import PipelineProbes, Preprocessing
 from monai_forget.memorisation.training import EarlyStoppingTraining
+from monai_forget.unlearning.evaluation import accuracy
 
 BUNDLE = Path(__file__).resolve().parents[1] / "bundles" / "cxr_pneumonia_classification"
-GROUPS = ("NOR", "MINF", "DCM", "HCM", "RV")
 SERIES = 10
 ARMS = ("pipeline, class shift", "pipeline, M", "direct, M", "direct, class shift")
 #: Training epochs, without early stopping: pathology from one slice does not generalise
@@ -88,7 +89,7 @@ class Setting:
             acdc_dicom.export_dicom(samples, self.dicom)
         self.samples = acdc_dicom.dicom_samples(samples, self.dicom)
         self.files = [Path(s["image"]) for s in self.samples]
-        self.labels = np.array([GROUPS.index(s["group"]) for s in self.samples])
+        self.labels = np.array([s["label"] for s in self.samples])  # the pathology group
         self.pre = Preprocessing.from_bundle(BUNDLE)
         cached, sizes = work / "inputs.npy", work / "loaded_shapes.npy"
         if not sizes.is_file():
@@ -122,15 +123,9 @@ class Setting:
 
     def split(self, inputs: np.ndarray) -> tuple[LabelledImages, LabelledImages]:
         def part(index):
-            return LabelledImages(inputs[index], self.labels[index], num_classes=len(GROUPS))
+            return LabelledImages(inputs[index], self.labels[index], num_classes=len(ACDC_GROUPS))
 
         return part(self.train), part(self.val)
-
-
-def accuracy(model: torch.nn.Module, data: LabelledImages) -> float:
-    from monai_forget.inference import predict
-
-    return float((predict(model, data).probs.argmax(1) == data.labels).mean())
 
 
 def trained(setting: Setting, key: str, inputs: np.ndarray, seed: int) -> torch.nn.Module:

@@ -81,6 +81,7 @@ from monai_forget.memorisation import (
     white_box_score,
 )
 from monai_forget.stats import benjamini_hochberg
+from monai_forget.unlearning.evaluation import accuracy
 
 ARCHS = ("mlp-1", "cnn-1", "cnn-2")
 DATASETS = ("mnist", "pneumoniamnist")
@@ -223,12 +224,6 @@ def trained(key: str, arch: str, split: Split, data: LabelledImages, seed: int, 
     torch.save(model.state_dict(), path)
     store.put(key + ".train", record)
     return model, record
-
-
-def accuracy(model: torch.nn.Module, data: LabelledImages) -> float:
-    from monai_forget.inference import predict
-
-    return float((predict(model, data).probs.argmax(1) == data.labels).mean())
 
 
 def job_reference(data: str, arch: str) -> str:

@@ -268,8 +268,11 @@ def test_h5_dicom_export_writes_each_slice_as_a_series_file(tmp_path):
         3,
     )
     assert (float(ds.WindowCenter), float(ds.WindowWidth)) == (2048.0, 4096.0)  # 0..4095 shown
-    uids = {p.parent: pydicom.dcmread(p).SeriesInstanceUID for p in dicoms.rglob("*.dcm")}
-    assert len(set(uids.values())) == len(uids) == 4  # one series per patient frame folder
+    uids: dict[Path, set[str]] = {}
+    for file in dicoms.rglob("*.dcm"):
+        uids.setdefault(file.parent, set()).add(pydicom.dcmread(file).SeriesInstanceUID)
+    assert len({frozenset(v) for v in uids.values()}) == len(uids) == 4  # a series per folder
+    assert all(len(series) == 1 for series in uids.values())  # every file of it in that series
     datalist = json.loads(out.read_text())
     entries = [e for k in ("training", "validation", "test") for e in datalist[k]]
     assert len(entries) == 10 and all((out.parent / e["image"]).is_file() for e in entries)
