@@ -17,6 +17,15 @@ def say(text: str = "") -> None:
     LINES.append(text)
 
 
+def say_section(title: str, lines: list[str]) -> None:
+    """A ``##`` section of result lines (e.g. the targets, marked)."""
+    say(f"## {title}")
+    say()
+    for line in lines:
+        say(line)
+    say()
+
+
 def log(msg: str) -> None:
     """Progress, on stderr so it stays out of the results."""
     print(msg, file=sys.stderr, flush=True)

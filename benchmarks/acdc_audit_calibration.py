@@ -61,7 +61,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _markdown import log, say, write
-from audit_calibration import ALPHA, DECISIONS, MARGINS, cluster_interval
+from _refmodel_cells import ALPHA, DECISIONS, MARGINS, cluster_interval
 
 from monai_forget.audit import FORGOTTEN, INCONCLUSIVE, NOT_FORGOTTEN, RefModelReference
 from monai_forget.audit.refmodel import (

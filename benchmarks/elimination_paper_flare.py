@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-import elimination_paper as paper
+import _elimination_paper as paper
 import torch
 from _markdown import log, say, write  # benchmarks/_markdown.py, next to this script
 

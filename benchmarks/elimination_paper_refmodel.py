@@ -43,8 +43,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _elimination_paper import RECIPE, USER_SIZE, federation, run_all, split
 from _markdown import log, say  # benchmarks/_markdown.py, next to this script
-from elimination_paper import RECIPE, USER_SIZE, federation, run_all, split
 
 from monai_forget.audit import ReferenceModelAuditor
 from monai_forget.data import concat

@@ -48,11 +48,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import leak_scan_name_decoys as lsnd
-import unique_feature_memorisation as ufm
+import _name_decoy_models as lsnd
+import _ufm_engine as ufm
 from _common import wilson
+from _leak_scan_references import outcome, pvalues, scanned
 from _markdown import log, say, write
-from leak_scan_references import outcome, pvalues, scanned
 
 from monai_forget.memorisation import LeakScanConfig
 from monai_forget.memorisation.decoys import decoy_template, decoy_test

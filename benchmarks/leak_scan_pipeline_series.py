@@ -48,7 +48,7 @@ import torch
 from monai.transforms import Resize
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import unique_feature_memorisation as ufm
+import _ufm_engine as ufm
 from _common import scan_row
 from _markdown import log, say, write
 

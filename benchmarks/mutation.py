@@ -668,8 +668,8 @@ MUTANTS = (
     Mutant(
         "exposure: the extrapolation takes the lower tail",
         "monai_forget/memorisation/exposure.py",
-        "    return float(-stats.skewnorm.logsf(float(score), shape, loc, scale) / math.log(2))",
-        "    return float(-stats.skewnorm.logcdf(float(score), shape, loc, scale) / math.log(2))",
+        "    bits = -stats.skewnorm.logsf(np.asarray(score, dtype=np.float64), shape, loc, scale)",
+        "    bits = -stats.skewnorm.logcdf(np.asarray(score, dtype=np.float64), shape, loc, scale)",
         ("tests/test_canary_exposure.py",),
     ),
     Mutant(
@@ -790,6 +790,49 @@ MUTANTS = (
         "    if folder.exists() and not (folder.is_dir() and not any(folder.iterdir())):",
         "    if False:",
         ("tests/test_data_prep_acdc.py",),
+    ),
+    # issue 50: a withdrawn site that looks different; issue 52: the cache's lock files
+    Mutant(
+        "site shift: a forgotten decision quotes the same-source cells only",
+        "monai_forget/audit/report.py",
+        "        if result.decision in (FORGOTTEN, INCONCLUSIVE):\n",
+        '        if result.decision in (FORGOTTEN, INCONCLUSIVE) and source == "same":\n',
+        ("tests/test_result_report.py",),
+    ),
+    Mutant(
+        "site shift: an audit given the site quotes cells measured without it",
+        "monai_forget/audit/report.py",
+        '        and bool(r.get("site")) == site\n',
+        "",
+        ("tests/test_result_report.py",),
+    ),
+    Mutant(
+        "site shift: both designs answer as the one without the site's images",
+        "monai_forget/audit/refmodel.py",
+        "    return first if first == second else INCONCLUSIVE",
+        "    return first",
+        ("tests/test_refmodel_online.py",),
+    ),
+    Mutant(
+        "site shift: both designs' bound the lower of the two",
+        "monai_forget/audit/refmodel_auditor.py",
+        "    upper = max(\n",
+        "    upper = min(\n",
+        ("tests/test_refmodel_online.py",),
+    ),
+    Mutant(
+        "site shift: the site's images left out of the reference models' training",
+        "monai_forget/audit/refmodel_auditor.py",
+        "            population = concat(population, site)\n",
+        "",
+        ("tests/test_refmodel_online.py",),
+    ),
+    Mutant(
+        "cache: lock files kept",
+        "monai_forget/cache.py",
+        "        lock.unlink(missing_ok=True)",
+        "        pass",
+        ("tests/test_cache_entries.py",),
     ),
 )
 

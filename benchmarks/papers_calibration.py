@@ -47,9 +47,9 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _audit_grid import degrade
 from _common import MNIST_RECIPE, PNEUMONIA_RECIPE, permuted, unique_images
 from _markdown import log, say, write
-from withdrawal_audit_grid import degrade
 
 from monai_forget.audit import (
     FORGOTTEN,

@@ -39,6 +39,12 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's package
+from _audit_grid import (
+    evaluator_setups,
+    handler_overhead,
+    load_pneumonia_spec,
+)
+from _common import PNEUMONIA_RECIPE
 from _markdown import log, say, write
 from _timing import (
     add_arguments,
@@ -48,12 +54,6 @@ from _timing import (
     process,
     verdict,
     wait_options,
-)
-from withdrawal_audit_grid import (
-    PNEUMONIA_RECIPE,
-    evaluator_setups,
-    handler_overhead,
-    load_pneumonia_spec,
 )
 
 from monai_forget.data import data_root, load_pneumoniamnist

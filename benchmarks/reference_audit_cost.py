@@ -9,9 +9,17 @@ saw (``--nonmembers-from held-out``: the validation and test splits instead); th
 command's default population (half of each known set) trains the reference models.
 Issue 32's target: under 3 minutes on 2 cores (issue 11's was 10).
 
+``--site-images N``: the audit is also given N other images of D_Q's site (train images
+the target never saw, none a known non-member), so it runs as a user given the site's
+images does: both designs run, the offline reference models and online ones that also
+train on the site's images (issue 50's target for the default under a site shift: under
+5 minutes on 2 cores; the online models are paid per query set).
+
 Run::
 
     python benchmarks/reference_audit_cost.py --out benchmarks/results/reference_audit_cost.md
+    python benchmarks/reference_audit_cost.py --site-images 300 \
+        --out benchmarks/results/reference_audit_cost_site.md
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ from monai_forget.data import LabelledImages, concat, load_pneumoniamnist
 from monai_forget.shadow import ShadowTrainer
 
 TARGET_MINUTES = 3.0
+SITE_TARGET_MINUTES = 5.0
 
 
 def _save(data: LabelledImages, path: Path) -> str:
@@ -52,6 +61,9 @@ def run(args: argparse.Namespace, work: Path) -> dict:
         unique_images(concat(load_pneumoniamnist("val"), load_pneumoniamnist("test"))), train
     )
     target_data = train.subset(slice(0, 2400))
+    # the train split's images after the target's (its site) or the val and test splits
+    unseen = train.subset(slice(2400, 3400)) if args.nonmembers_from == "train" else held_out
+    nonmembers = unseen.subset(slice(0, 1000))
     target = ShadowTrainer(PNEUMONIA_RECIPE).train(target_data, seed=args.seed + 1)
     torch.save(target.state_dict(), work / "target.pt")
     recipe = {k: v for k, v in asdict(PNEUMONIA_RECIPE).items() if v is not None}
@@ -64,13 +76,18 @@ def run(args: argparse.Namespace, work: Path) -> dict:
         "--recipe", str(work / "recipe.json"),
         "--query", _save(target_data.subset(slice(0, 200)), work / "query.npz"),
         "--members", _save(target_data.subset(slice(200, 1200)), work / "members.npz"),
-        "--nonmembers", _save(held_out.subset(slice(0, 1000)), work / "nonmembers.npz"),
+        "--nonmembers", _save(nonmembers, work / "nonmembers.npz"),
         "--references", str(args.references),
         "--workers", str(args.workers),
         "--cache-dir", str(work / "cache"),
         "--out", str(work / "audit"),
         "--json",
     ]  # fmt: skip
+    if args.site_images:
+        site = train.subset(slice(3400, 3400 + args.site_images))  # never trained on
+        if len(site) < args.site_images:
+            raise ValueError(f"only {len(site)} train images are left for --site-images")
+        command += ["--site-images", _save(site, work / "site.npz")]
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True)
     seconds = time.perf_counter() - start
@@ -85,6 +102,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--nonmembers-from", choices=["train", "held-out"], default="train")
+    parser.add_argument(
+        "--site-images",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also give the audit N other images of D_Q's site (both designs run then)",
+    )
     parser.add_argument("--out", help="also write the markdown here")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         load_after = os.getloadavg()[0]
     minutes = measured["seconds"] / 60
     result = measured["result"]
-    mark = "**met**" if minutes < TARGET_MINUTES else "**missed**"
+    goal = SITE_TARGET_MINUTES if args.site_images else TARGET_MINUTES
+    mark = "**met**" if minutes < goal else "**missed**"
     say("## Cost of a reference-model audit (PneumoniaMNIST)")
     say()
     say(f"`python benchmarks/reference_audit_cost.py {' '.join(sys.argv[1:])}`; "
@@ -104,11 +129,14 @@ def main(argv: list[str] | None = None) -> int:
         "trained as one group (`--workers` applies to recipes that cannot be grouped), an "
         "empty cache; D_Q 200 training images of the target, "
         f"1,000 known members, 1,000 known non-members from the {args.nonmembers_from} "
-        "images the target never saw.")  # fmt: skip
+        "images the target never saw"
+        + (f"; {args.site_images} other images of D_Q's site (`--site-images`): both "
+           "designs, 8 offline and 8 online reference models"
+           if args.site_images else "") + ".")  # fmt: skip
     say()
     say(
         f"- wall time of the command: {measured['seconds']:.0f} s = {minutes:.1f} min; "
-        f"target < {TARGET_MINUTES:.0f} min: {mark}"
+        f"target < {goal:.0f} min: {mark}"
     )
     say(
         f"- its decision (D_Q is made of members): {result.get('decision')}, "

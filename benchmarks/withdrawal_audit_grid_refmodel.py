@@ -45,18 +45,18 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import without
-from _markdown import LINES, log, say, write
-from withdrawal_audit_grid import (
+from _audit_grid import (
     DATASETS,
     LOADERS,
     DataSpec,
     Scenario,
-    _sample,
     ema_scenarios,
     liu_scenarios,
+    sample_of,
     start_run,
 )
+from _common import without
+from _markdown import LINES, log, say, write
 
 from monai_forget.audit import AuditResult, ReferenceModelAuditor
 from monai_forget.audit.result import share_text
@@ -80,7 +80,7 @@ def liu_roles(spec: DataSpec, s: Scenario, seed: int) -> Roles:
     """Known members from D* without D_Q; non-members fold 2; population folds 3-4."""
     members = without(s.target_data, s.query)
     return Roles(
-        _sample(members, len(spec.folds[1]), seed) if len(members) else None,
+        sample_of(members, len(spec.folds[1]), seed) if len(members) else None,
         spec.folds[1],
         concat(spec.folds[2], spec.folds[3]),
     )

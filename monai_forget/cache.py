@@ -4,8 +4,9 @@ Every entry (a model's weights, a model's predictions) is written atomically wit
 SHA-256 beside it (``<entry>.sha256``) and read only when the file still has that hash:
 a truncated, damaged or substituted entry is refused, naming the entry and how to
 recompute it, instead of ending in a traceback or deciding an audit. A lock per entry
-(``<entry>.lock``, :mod:`filelock`) keeps two processes that fill one cache from
-computing the same entry twice: the second waits, then reads what the first wrote.
+(``<entry>.lock``, :mod:`filelock`, removed once the entry is written) keeps two
+processes that fill one cache from computing the same entry twice: the second waits,
+then reads what the first wrote.
 
 The hashes of the entries an audit read or wrote go into its provenance
 (:func:`entry_hash`), so a signed record names the exact files that decided it.
@@ -43,11 +44,21 @@ def _record(path: Path) -> Path:
 
 @contextlib.contextmanager
 def entry_lock(path: str | os.PathLike) -> Iterator[None]:
-    """Hold the entry's lock (``<entry>.lock``; blocks while another process holds it)."""
+    """Hold the entry's lock (``<entry>.lock``; blocks while another process holds it).
+
+    The lock file is removed on release once the entry exists, so a cache holds no lock
+    file per entry. A process already waiting on the removed file still gets the lock
+    and then finds the entry written; at worst (one that opened the file just before it
+    was removed, and one after) two processes compute the same entry, which the atomic
+    write keeps whole: the lock saves work, it does not guard correctness.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path.with_name(path.name + ".lock"))):
+    lock = path.with_name(path.name + ".lock")
+    with FileLock(str(lock)):
         yield
+    if path.exists():
+        lock.unlink(missing_ok=True)
 
 
 def write_entry(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) -> str:

@@ -187,6 +187,26 @@ def test_the_architecture_names_every_benchmark_script() -> None:
     assert not missing, f"docs/architecture.md does not name {missing}"
 
 
+def test_no_benchmark_script_imports_another() -> None:
+    """Issue 52: scripts share code through the ``_``-prefixed helper modules, never by
+    importing another script (which ran its module-level set-up and tied their fates)."""
+    import ast
+
+    folder = PACKAGE.parent / "benchmarks"
+    scripts = {p.stem for p in folder.glob("[!_]*.py")}
+    found = []
+    for path in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                modules = [node.module]
+            elif isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            else:
+                continue
+            found += [f"{path.name} -> {m}" for m in modules if m in scripts]
+    assert not found, f"benchmark scripts import other scripts: {found}"
+
+
 def test_every_benchmark_script_compiles() -> None:
     """The benchmark scripts run outside the test suite (minutes to hours); a syntax error
     in one must still fail here, not in the next person's long run."""

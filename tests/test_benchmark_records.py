@@ -79,10 +79,14 @@ def test_the_packaged_error_rates_are_the_committed_benchmark_tables():
 
     rates = json.loads((REPO / "monai_forget" / "audit" / "measured_error_rates.json").read_text())
     results = REPO / "benchmarks" / "results"
+    few = "other site, a few of its images trained on"
     tables = {
         ("population", "offline"): (results / "audit_calibration.md").read_text(),
         ("paired", "offline"): (results / "acdc_audit_calibration.md").read_text(),
         ("population", "online"): (results / "audit_calibration_online_mnist15.md").read_text(),
+        # issue 50: the down direction, and audits given D_Q's site's images
+        ("population", "offline", few): (results / "audit_site_shift.md").read_text(),
+        ("population", "offline", "site"): (results / "audit_site_shift.md").read_text(),
     }
     checked = dict.fromkeys(tables, 0)
     for cell in rates["cells"]:
@@ -90,7 +94,11 @@ def test_the_packaged_error_rates_are_the_committed_benchmark_tables():
             continue
         table = (cell["design"], cell.get("setting", "offline"))
         lead = [f"{cell['share']:g}", str(cell["size"]), str(cell["draws"])]
-        if table == ("population", "offline"):
+        if cell.get("site"):
+            table, lead = (*table, "site"), [f"{cell['source']}, both designs", *lead[:2]]
+        elif cell.get("source") == few:
+            table, lead = (*table, few), [cell["source"], *lead[:2]]
+        elif table == ("population", "offline"):
             lead = [cell["source"], *lead]
         elif table == ("population", "online"):
             lead = [*lead, "online"]
@@ -107,6 +115,8 @@ def test_the_packaged_error_rates_are_the_committed_benchmark_tables():
         checked[table] += 1
     assert checked[("population", "offline")] >= 2 * 35, checked
     assert checked[("paired", "offline")] >= 10 and checked[("population", "online")] >= 20, checked
+    assert checked[("population", "offline", few)] >= 17, checked
+    assert checked[("population", "offline", "site")] >= 35, checked
 
 
 def _count_cell(text: str) -> tuple[int, int, tuple[int, int]]:

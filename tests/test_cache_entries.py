@@ -140,6 +140,19 @@ def test_two_processes_filling_one_cache_train_an_entry_once(tmp_path):
             for _ in range(2)]  # fmt: skip
     assert [run.wait(timeout=300) for run in runs] == [0, 0]
     assert log.read_text().splitlines() == ["trained"]
+    assert not list((tmp_path / "cache").rglob("*.lock"))  # issue 52: none left behind
+
+
+def test_a_filled_cache_keeps_no_lock_files(digits, tmp_path):
+    """Issue 52: a lock file per entry piled up in the cache; each goes once its entry is
+    written (models, grouped models and predictions)."""
+    recipe = SupervisedRecipe("mlp", {"in_shape": (1, 8, 8), "num_classes": 10}, steps=5)
+    trainer = ShadowTrainer(recipe, cache_dir=tmp_path)
+    model = trainer.train(digits, seed=0)
+    trainer.train_many([digits.subset(slice(0, 60)), digits.subset(slice(60, 120))], [1, 2])
+    predict(model, digits, cache_dir=tmp_path)
+    assert len(list(tmp_path.rglob("*.sha256"))) == 4
+    assert not list(tmp_path.rglob("*.lock"))
 
 
 def test_the_provenance_names_every_cache_file_that_decided(digits, tmp_path):

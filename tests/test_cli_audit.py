@@ -30,7 +30,7 @@ def files(tmp_path_factory):
     recipe = SupervisedRecipe.from_dict(SPEC)
     target = ShadowTrainer(recipe).train(concat(sets["A"], sets["C"]), seed=0)
     torch.save(target.state_dict(), root / "target.pt")
-    for name in ("A", "B", "calibration"):
+    for name in ("A", "B", "C", "calibration"):
         np.savez(root / f"{name}.npz", images=sets[name].images, labels=sets[name].labels)
     (root / "recipe.json").write_text(json.dumps(SPEC))
     return root
@@ -225,3 +225,22 @@ def test_a_degenerate_query_set_is_refused_not_decided(
     assert main(args) == 2
     assert message in capsys.readouterr().err
     assert not (out / "result.json").exists()
+
+
+@pytest.mark.slow
+def test_reference_audit_given_the_sites_images(files, tmp_path, capsys):
+    """`audit reference --site-images`: both designs run (the offline one, and online
+    reference models that also train on the site's images), both are recorded; a
+    never-seen D_Q is not called remembered (issue 50)."""
+    out = tmp_path / "site"
+    args = _reference_args(files, "B", out, "--references", "4", "--json")
+    code = main([*args, "--site-images", str(files / "C.npz")])
+    record = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    n_site = len(np.load(files / "C.npz")["labels"])
+    assert record["details"]["site_images"] == n_site
+    designs = record["details"]["designs"]
+    assert designs["without_site"]["reference_setting"] == "offline"
+    assert designs["with_site"]["reference_setting"] == "online"
+    result = AuditResult.load(out / "result.json")
+    assert sum(k.startswith("with_site_reference_") for k in result.provenance["models"]) == 4
+    assert record["decision"] != "not forgotten" and code in (0, 4)

@@ -155,7 +155,7 @@ def test_cli_fl_simulate_refuses_bad_options_before_loading_data(tmp_path, capsy
         args.func(args)
     out = str(tmp_path / "o")
     assert main(["fl", "simulate", "--clients", "1", "--out", out]) == 2
-    assert "--clients must be at least 2" in capsys.readouterr().err
+    assert "a federation needs at least 2 providers (--clients), got 1" in capsys.readouterr().err
     assert main(["fl", "simulate", "--site-signature", "--out", out]) == 2
     assert "constructed scenario" in capsys.readouterr().err
     assert main(["fl", "simulate", "--remaining", "site-1", "--out", out]) == 2

@@ -23,6 +23,20 @@ RECIPE = SupervisedRecipe(
 )
 
 
+@pytest.fixture()
+def trained_on(monkeypatch) -> list[set[str]]:
+    """The sample hashes of every training set the reference models are trained on."""
+    sets: list[set[str]] = []
+    train_many = ShadowTrainer.train_many
+
+    def spy(self, datasets, seeds, *args, **kwargs):
+        sets.extend(set(d.sample_hashes) for d in datasets)
+        return train_many(self, datasets, seeds, *args, **kwargs)
+
+    monkeypatch.setattr(ShadowTrainer, "train_many", spy)
+    return sets
+
+
 def test_online_reference_sets_are_pairs_of_complementary_halves() -> None:
     """Models 2j and 2j + 1 split the pool between them, so each sample is in exactly
     half of the models; the pairs are different splits; seeds run from ``seed``."""
@@ -96,7 +110,7 @@ def test_online_score_is_the_ratio_to_the_reference_models_mean() -> None:
         _reference("online", score="lira")
 
 
-def test_online_audit_trains_every_model_on_half_of_what_it_scores(tmp_path, monkeypatch):
+def test_online_audit_trains_every_model_on_half_of_what_it_scores(tmp_path, trained_on):
     """Digits, shuffled so the sets are exchangeable (in file order they differ by
     writer, which the shift check rightly flags): the target trained on D_Q and the
     members. Each scored sample (D_Q, the scored known members and non-members) is in
@@ -108,14 +122,6 @@ def test_online_audit_trains_every_model_on_half_of_what_it_scores(tmp_path, mon
         digits.subset(slice(a, a + 300)) for a in (0, 300, 600, 900)
     )
     target = ShadowTrainer(RECIPE, cache_dir=tmp_path).train(query.concat(members), seed=1)
-    trained_on: list[set[str]] = []
-    train_many = ShadowTrainer.train_many
-
-    def spy(self, datasets, seeds, *args, **kwargs):
-        trained_on.extend(set(d.sample_hashes) for d in datasets)
-        return train_many(self, datasets, seeds, *args, **kwargs)
-
-    monkeypatch.setattr(ShadowTrainer, "train_many", spy)
     auditor = ReferenceModelAuditor(
         recipe=RECIPE, cache_dir=tmp_path, n_references=4, workers=1, setting="online"
     )
@@ -142,3 +148,67 @@ def test_the_command_line_chooses_the_setting() -> None:
     assert _auditor(parser.parse_args(line), {}).setting == "offline"
     online = _auditor(parser.parse_args([*line, "--setting", "online"]), {})
     assert online.setting == "online" and online.score == "rmia"
+
+
+def test_two_designs_answer_where_they_agree() -> None:
+    """Issue 50: an audit given D_Q's site's images answers where the design without them
+    and the one with them agree, else "inconclusive"; its p-value and bound are the
+    larger of the two (each must hold), and the reason names a disagreement."""
+    from monai_forget.audit import FORGOTTEN, INCONCLUSIVE, AuditResult
+    from monai_forget.audit.refmodel import both_designs
+    from monai_forget.audit.refmodel_auditor import _both_designs
+
+    decisions = (FORGOTTEN, NOT_FORGOTTEN, INCONCLUSIVE)
+    for a in decisions:
+        for b in decisions:
+            assert both_designs(a, b) == (a if a == b else INCONCLUSIVE)
+
+    def result(decision: str, p: float, upper: float, model: str) -> AuditResult:
+        return AuditResult(
+            "refmodel", decision, "p_member", p, "rule",
+            details={"membership_strength_upper": upper, "reason": f"{decision} here"},
+            provenance={"models": {"target": "t", "reference_0": model}, "data": {},
+                        "cache_entries": {model: "sha"}},
+        )  # fmt: skip
+
+    agreed = _both_designs(result(FORGOTTEN, 0.4, 0.2, "a"), result(FORGOTTEN, 0.3, 0.35, "b"), 7)
+    assert agreed.decision == FORGOTTEN and agreed.statistic == 0.4
+    assert agreed.details["membership_strength_upper"] == 0.35
+    assert agreed.details["site_images"] == 7
+    assert agreed.details["designs"]["with_site"]["decision"] == FORGOTTEN
+    assert set(agreed.provenance["cache_entries"]) == {"a", "b"}
+    assert agreed.provenance["models"]["with_site_reference_0"] == "b"
+    remembered = result(NOT_FORGOTTEN, 0.01, 0.9, "b")
+    split = _both_designs(result(FORGOTTEN, 0.4, 0.2, "a"), remembered, 7)
+    assert split.decision == INCONCLUSIVE
+    assert split.details["reason"].startswith("the audits disagree: without D_Q's site's images")
+
+
+def test_the_sites_images_train_the_reference_models_and_never_overlap_d_q(
+    tmp_path, trained_on
+) -> None:
+    """``site``: the audit also trains online reference models with the site's images,
+    each of them in half of those models' training sets, as D_Q is (the design without
+    them never sees either); the result records both designs and how many images were
+    given; a site image that is also in D_Q is refused (it would be trained on and
+    scored)."""
+    from monai_forget.data import DataOverlapError
+
+    digits = load_digits()
+    digits = digits.subset(np.random.default_rng(1).permutation(len(digits)))
+    query, members, nonmembers, site = (
+        digits.subset(slice(a, a + 200)) for a in (0, 200, 400, 600)
+    )
+    target = ShadowTrainer(RECIPE, cache_dir=tmp_path).train(members.concat(site), seed=1)
+    auditor = ReferenceModelAuditor(recipe=RECIPE, cache_dir=tmp_path, n_references=4, workers=1)
+    result = auditor.audit(target, query, (members, nonmembers), site=site)
+    assert result.details["site_images"] == 200
+    assert set(result.details["designs"]) == {"without_site", "with_site"}
+    assert result.details["designs"]["with_site"]["reference_setting"] == "online"
+    assert len(trained_on) == 8  # 4 reference models per design
+    for h in [*site.sample_hashes, *query.sample_hashes]:
+        assert sum(h in s for s in trained_on) == 2
+    with pytest.raises(DataOverlapError, match="query set and the reference models"):
+        auditor.audit(
+            target, query, (members, nonmembers), site=site.concat(query.subset(slice(0, 5)))
+        )

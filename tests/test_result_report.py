@@ -171,6 +171,74 @@ def test_report_quotes_the_error_rates_of_the_matching_cell() -> None:
     assert {r["trainings"] for r in online["rows"]} == {15}
 
 
+def test_a_forgotten_decision_quotes_the_shifted_sites_cells_too(monkeypatch) -> None:
+    """A "forgotten" answer quotes the false "forgotten" rate of every measured D_Q
+    source, the shifted sites' too (issue 50: the auditor cannot tell which one D_Q
+    comes from): the worst cell of each, named, and flagged where above alpha."""
+    from monai_forget.audit import report
+
+    forgotten = _refmodel_result(0.0, "provider E", member_shift=3.0)
+    assert forgotten.decision == "forgotten"
+    size = forgotten.details["units"]["query"]
+
+    def cell(source: str, share: float, rate: str) -> dict:
+        return {"auditor": "refmodel", "design": "population", "dataset": "X", "source": source,
+                "share": share, "size": size, "margin": 0.5, "trainings": 5,
+                "forgotten": rate, "not_forgotten": "0.000 [0.000, 0.010]"}  # fmt: skip
+
+    few = "other site, a few of its images trained on"
+    cells = [
+        cell("same", 0.5, "0.020 [0.010, 0.040]"),
+        cell("same", 1.0, "0.000 [0.000, 0.010]"),
+        cell(few, 0.5, "0.070 [0.050, 0.100]"),
+        cell(few, 0.0, "0.900 [0.850, 0.930]"),  # a never-seen D_Q: "forgotten" is right
+    ]
+    monkeypatch.setattr(report, "_cells", lambda: cells)
+    quoted = report.matching_error_rates(forgotten)
+    statement = quoted["statement"]
+    assert "at most 0.020 [0.010, 0.040] (X, D_Q from the non-members' source" in statement
+    assert (
+        "at most 0.070 [0.050, 0.100] (X, D_Q from another site the target trained on only a "
+        "few images of" in statement
+    )
+    assert "ABOVE the audit's alpha 0.05" in statement.split("only a few images of")[1]
+    assert "0.900" not in statement and {r["share"] for r in quoted["rows"]} == {0.5, 1.0}
+
+
+def test_an_audit_given_the_sites_images_quotes_the_cells_measured_so(monkeypatch) -> None:
+    """An audit given D_Q's site's images (both designs) quotes the cells measured that
+    way and no other; an audit without them never quotes those; an online audit given
+    the site's images matches no cell."""
+    from monai_forget.audit import report
+
+    remembered = _refmodel_result(1.5, "provider C")
+    size = remembered.details["units"]["query"]
+
+    def cell(site: bool, rate: str) -> dict:
+        return {"auditor": "refmodel", "design": "population", "dataset": "X",
+                "source": "other site, trained on it", "share": 0.0, "size": size,
+                "margin": 0.5, "trainings": 5, "setting": "offline", "site": site,
+                "not_forgotten": rate, "forgotten": "0.000 [0.000, 0.010]"}  # fmt: skip
+
+    monkeypatch.setattr(
+        report,
+        "_cells",
+        lambda: [cell(True, "0.040 [0.026, 0.061]"), cell(False, "0.3 [0.2, 0.4]")],
+    )
+    given = remembered.adding(details={"site_images": 600})
+    quoted = report.matching_error_rates(given)
+    assert [r["site"] for r in quoted["rows"]] == [True]
+    assert (
+        "by both designs (without D_Q's site's images and, online, with them"
+        in (quoted["statement"])
+    )
+    assert "at most 0.040 [0.026, 0.061]" in quoted["statement"]
+    assert [r["site"] for r in report.matching_error_rates(remembered)["rows"]] == [False]
+    online = report.matching_error_rates(given.adding(details={"reference_setting": "online"}))
+    assert online["statement"].startswith("no measured cell matches this setting")
+    assert "given D_Q's site's images" in online["statement"]
+
+
 def test_a_measured_error_above_alpha_is_flagged(monkeypatch) -> None:
     """Where the matching cell's measured error exceeds the audit's alpha, the quoted
     statement says the error is not controlled there; at or below alpha it does not."""

@@ -71,6 +71,7 @@ __all__ = [
     "MembershipCalibration",
     "SetTest",
     "auc",
+    "both_designs",
     "calibrated_scores",
     "logit_confidence",
     "membership_signal",
@@ -326,6 +327,16 @@ def set_test(
         power_remembered=detection_power(known, q.size, alpha),
         needed=needed_sizes(known, q.size, margin, alpha, PLANNING_POWER),
     )
+
+
+def both_designs(first: str, second: str) -> str:
+    """The answer of two audits of one D_Q by two reference-model designs: theirs where
+    they agree, else "inconclusive" (ours, issue 50). Each error of the joint answer is
+    an error of both, so its rate is at most the lower of the two designs' rates for
+    that error: without D_Q's site's images (false "forgotten" held in both directions
+    of a site shift) and with them (false "not forgotten" held where the target knows
+    the site), measured in benchmarks/results/audit_site_shift.md."""
+    return first if first == second else INCONCLUSIVE
 
 
 def refmodel_decision(test: SetTest, alpha: float, shift: ShiftCheck | None = None) -> str:

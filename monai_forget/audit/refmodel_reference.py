@@ -377,7 +377,9 @@ def decision_reason(
             f"evidence of remembering: D_Q scores more member-like than the known non-members "
             f"(p = {test.pvalue:.2g} <= {alpha:g}); its membership strength is an estimated "
             f"{share_text(test.share)} of the known members' ({1 - alpha:.0%} upper bound "
-            f"{bound})"
+            f"{bound}). Never-seen images of a site whose other images the target trained on "
+            "score so too: if D_Q's site gave the target other data, audit again with that "
+            "site's other images (site=..., --site-images)"
         )
     if decision == FORGOTTEN:
         return (

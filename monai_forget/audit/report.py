@@ -47,6 +47,9 @@ SOURCES = {
     "same": "D_Q from the non-members' source",
     "other site": "D_Q from another site",
     "other site, trained on it": "D_Q from another site the target trained on other images of",
+    "other site, a few of its images trained on": (
+        "D_Q from another site the target trained on only a few images of"
+    ),
 }
 #: Which auditor decides a scenario when several ran (the calibrated one first).
 PRECEDENCE = ("refmodel", "ema", "ks")
@@ -95,12 +98,14 @@ def matching_error_rates(result: AuditResult) -> dict[str, Any]:
     margin = float(details.get("margin", float("nan")))
     alpha = float(details.get("alpha", REFMODEL_ALPHA))
     size = int(details.get("units", result.sizes).get("query", 0))
+    site = int(details.get("site_images") or 0) > 0  # reference models that knew D_Q's site
     rows = [
         r
         for r in _cells()
         if r["auditor"] == "refmodel"
         and r.get("design") == design
         and r.get("setting", "offline") == setting
+        and bool(r.get("site")) == site
         and "share" in r
     ]
     at_margin = [r for r in rows if abs(r["margin"] - margin) < 1e-9]
@@ -110,7 +115,8 @@ def matching_error_rates(result: AuditResult) -> dict[str, Any]:
             "rows": [],
             "statement": (
                 f"no measured cell matches this setting: the {design} design with {setting} "
-                "reference models was measured "
+                + ("reference models, given D_Q's site's images, " if site else "reference models ")
+                + "was measured "
                 + (f"at margins {', '.join(f'{m:g}' for m in measured)}" if measured else "nowhere")
                 + f", not at {margin:g} ({BENCHMARKS.get((design, setting), 'benchmarks/')})"
             ),
@@ -123,7 +129,7 @@ def matching_error_rates(result: AuditResult) -> dict[str, Any]:
         nearest = _nearest({r["size"] for r in cells}, size)
         here = [r for r in cells if r["size"] == nearest]
         errors = []
-        if result.decision in (FORGOTTEN, INCONCLUSIVE) and source == "same":
+        if result.decision in (FORGOTTEN, INCONCLUSIVE):
             errors += [("forgotten", r) for r in here if r["share"] >= margin]
         if result.decision in (NOT_FORGOTTEN, INCONCLUSIVE):
             errors += [("not_forgotten", r) for r in here if r["share"] == 0]
@@ -148,6 +154,12 @@ def matching_error_rates(result: AuditResult) -> dict[str, Any]:
     statement = (
         f"measured at margin {margin:g}"
         + (f" with {setting} reference models" if setting != "offline" else "")
+        + (
+            " by both designs (without D_Q's site's images and, online, with them; the answer "
+            "where they agree)"
+            if site
+            else ""
+        )
         + ": "
         + "; ".join(parts)
     )

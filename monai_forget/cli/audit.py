@@ -82,6 +82,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     ref.add_argument("--population-split", help="split of a MedMNIST-layout .npz")
     ref.add_argument(
+        "--site-images",
+        help="other images of D_Q's site (not D_Q; e.g. the site's retained data): the audit "
+        "also runs online reference models that train on them and answers where both "
+        "designs agree, so a site the target knows is not read as remembering "
+        "(docs/reference_auditor.md)",
+    )
+    ref.add_argument("--site-images-split", help="split of a MedMNIST-layout .npz")
+    ref.add_argument(
         "--group-pattern",
         metavar="REGEX",
         help="halve --members and --nonmembers by group, the first match of REGEX in each "

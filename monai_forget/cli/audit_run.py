@@ -71,7 +71,12 @@ def run(args: argparse.Namespace) -> int:
         population = args.population and load_set(
             args.population, args.population_split, "reference population (--population)"
         )
-        result = auditor.audit(target, query, known, population=population or None, label=label)
+        site = args.site_images and load_set(
+            args.site_images, args.site_images_split, "images of D_Q's site (--site-images)"
+        )
+        result = auditor.audit(
+            target, query, known, population=population or None, site=site or None, label=label
+        )
     else:
         calibration = load_set(
             args.calibration, args.calibration_split, "calibration set D_C (--calibration)"

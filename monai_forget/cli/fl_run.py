@@ -12,8 +12,6 @@ def _check(args: argparse.Namespace) -> None:
     """Refuse bad options before loading data or starting FLARE (the library's rules)."""
     from monai_forget.fl.run import check_withdrawal, default_auditors
 
-    if args.clients < 2:
-        raise ValueError(f"--clients must be at least 2, got {args.clients}")
     if args.auditors is None:
         args.auditors = list(default_auditors(args.clients))
     sites = [f"site-{i + 1}" for i in range(args.clients)]
