@@ -828,6 +828,13 @@ MUTANTS = (
         ("tests/test_refmodel_online.py",),
     ),
     Mutant(
+        "cli: a default of its own for EMA's test (the library's is Welch)",
+        "monai_forget/cli/audit.py",
+        "        default=defaults.EMA_TEST,",
+        '        default="student",',
+        ("tests/test_cli_audit.py::test_the_command_line_and_the_python_api_decide_alike",),
+    ),
+    Mutant(
         "cache: lock files kept",
         "monai_forget/cache.py",
         "        lock.unlink(missing_ok=True)",

@@ -244,3 +244,44 @@ def test_reference_audit_given_the_sites_images(files, tmp_path, capsys):
     result = AuditResult.load(out / "result.json")
     assert sum(k.startswith("with_site_reference_") for k in result.provenance["models"]) == 4
     assert record["decision"] != "not forgotten" and code in (0, 4)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["ks", "ema", "reference"])
+def test_the_command_line_and_the_python_api_decide_alike(files, tmp_path, method, capsys):
+    """Issue 52: the same inputs through `monai-forget audit METHOD` (its defaults) and
+    through the auditor's Python API (the library's defaults) give the same decision,
+    statistic and details, every one of them."""
+    from monai_forget.audit import EMAAuditor, KSAuditor, ReferenceModelAuditor
+    from monai_forget.data.readers import load_npz
+
+    out = tmp_path / "cli"
+    if method == "reference":
+        args = _reference_args(files, "B", out, "--references", "4", "--label", "B")
+    else:
+        args = _args(files, method, "B", out, "--label", "B")
+    assert main(args) in (0, 3, 4)
+    capsys.readouterr()
+    cli = AuditResult.load(out / "result.json")
+
+    recipe = SupervisedRecipe.from_dict(SPEC)
+    target = recipe.build()
+    target.load_state_dict(torch.load(files / "target.pt", weights_only=True))
+    target.eval()
+    sets = {name: load_npz(files / f"{name}.npz", None) for name in ("A", "B", "calibration")}
+    options = {"recipe": recipe, "cache_dir": files / "cache", "progress": False}
+    if method == "ks":
+        api = KSAuditor(**options).audit(target, sets["B"], sets["calibration"], label="B")
+    elif method == "ema":
+        api = EMAAuditor(**options).audit(target, sets["B"], sets["calibration"], label="B")
+    else:
+        auditor = ReferenceModelAuditor(**options, n_references=4)
+        api = auditor.audit(target, sets["B"], (sets["A"], sets["calibration"]), label="B")
+    assert (api.decision, api.statistic, api.statistic_name) == (
+        cli.decision,
+        cli.statistic,
+        cli.statistic_name,
+    )
+    assert json.loads(json.dumps(api.to_dict()["details"], default=str)) == json.loads(
+        json.dumps(cli.to_dict()["details"], default=str)
+    )
