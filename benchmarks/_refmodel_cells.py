@@ -57,6 +57,8 @@ COLUMNS = (
     (0.25, FORGOTTEN),
     (0.1, FORGOTTEN),
 )
+#: RMIA's coefficient when half the reference models trained on each sample (online).
+ONLINE_A = 1.0
 #: D_Q from another site of which the target trained on a few images (D_Q's remembered
 #: ones among them): its never-seen images score below the known non-members.
 FEW_TRAINED = "other site, a few of its images trained on"

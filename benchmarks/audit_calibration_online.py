@@ -66,6 +66,7 @@ from _refmodel_cells import (
     COLUMNS,
     DATASETS,
     MARGINS,
+    ONLINE_A,
     SHARES,
     SIZES,
     add_training_options,
@@ -90,8 +91,6 @@ from monai_forget.inference import predict
 from monai_forget.shadow import ShadowTrainer
 from monai_forget.shadow.reference_jobs import reference_jobs
 
-#: RMIA's coefficient when half the reference models trained on each sample.
-ONLINE_A = 1.0
 SAME = [("same", share, size) for share in SHARES for size in SIZES]
 
 

@@ -56,6 +56,7 @@ from _refmodel_cells import (
     DATASETS,
     FEW_TRAINED,
     MARGINS,
+    ONLINE_A,
     SIZES,
     Audit,
     add_training_options,
@@ -75,8 +76,6 @@ from monai_forget.data import concat
 from monai_forget.inference import predict
 from monai_forget.shadow import ShadowTrainer
 
-#: RMIA's coefficient when half the reference models trained on each sample (online).
-ONLINE_A = 1.0
 #: Images of source B the third target trains on.
 FEW = 100
 UP = "other site, trained on it"
