@@ -816,8 +816,8 @@ MUTANTS = (
     Mutant(
         "site shift: both designs' bound the lower of the two",
         "monai_forget/audit/refmodel_auditor.py",
-        "    upper = max(\n",
-        "    upper = min(\n",
+        "    wider = max((without, with_site),",
+        "    wider = min((without, with_site),",
         ("tests/test_refmodel_online.py",),
     ),
     Mutant(

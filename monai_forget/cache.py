@@ -47,10 +47,10 @@ def entry_lock(path: str | os.PathLike) -> Iterator[None]:
     """Hold the entry's lock (``<entry>.lock``; blocks while another process holds it).
 
     The lock file is removed on release once the entry exists, so a cache holds no lock
-    file per entry. A process already waiting on the removed file still gets the lock
-    and then finds the entry written; at worst (one that opened the file just before it
-    was removed, and one after) two processes compute the same entry, which the atomic
-    write keeps whole: the lock saves work, it does not guard correctness.
+    file per entry. It goes only after its entry is written, and every holder of a lock
+    reads an entry that exists instead of computing it, so the removal never lets two
+    processes compute one entry: one still waiting on the removed file gets its lock and
+    reads the entry, one arriving later takes a new file and reads it too.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -166,7 +166,8 @@ def test_two_designs_answer_where_they_agree() -> None:
     def result(decision: str, p: float, upper: float, model: str) -> AuditResult:
         return AuditResult(
             "refmodel", decision, "p_member", p, "rule",
-            details={"membership_strength_upper": upper, "reason": f"{decision} here"},
+            details={"membership_strength_upper": upper, "membership_strength": upper / 2,
+                     "reason": f"{decision} here", "alpha": 0.05, "margin": 0.5},
             provenance={"models": {"target": "t", "reference_0": model}, "data": {},
                         "cache_entries": {model: "sha"}},
         )  # fmt: skip
@@ -177,6 +178,20 @@ def test_two_designs_answer_where_they_agree() -> None:
     assert agreed.details["site_images"] == 7
     assert agreed.details["designs"]["with_site"]["decision"] == FORGOTTEN
     assert set(agreed.provenance["cache_entries"]) == {"a", "b"}
+    # the reason states the joint bound (35 %, the wider design's), not one design's
+    assert agreed.details["reason"] == (
+        "no evidence of remembering with or without D_Q's site's images (p = 0.4 without "
+        "D_Q's site's images, 0.3 with them); D_Q's membership strength at most 35% of the "
+        "known members' (95% upper bound) in both, below the margin 0.5"
+    )
+    assert agreed.details["membership_strength"] == 0.35 / 2  # beside the bound
+    remembered_both = _both_designs(
+        result(NOT_FORGOTTEN, 0.01, 0.9, "a"), result(NOT_FORGOTTEN, 0.02, 1.1, "b"), 7
+    )
+    assert remembered_both.details["reason"].startswith(
+        "evidence of remembering with and without D_Q's site's images"
+    )
+    assert "audit again" not in remembered_both.details["reason"]  # the site was given
     assert agreed.provenance["models"]["with_site_reference_0"] == "b"
     remembered = result(NOT_FORGOTTEN, 0.01, 0.9, "b")
     split = _both_designs(result(FORGOTTEN, 0.4, 0.2, "a"), remembered, 7)

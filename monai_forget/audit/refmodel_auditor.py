@@ -48,7 +48,13 @@ from monai_forget.audit.refmodel import (
     pooled_sigma,
 )
 from monai_forget.audit.refmodel_reference import RefModelReference, check_levels
-from monai_forget.audit.result import AuditResult
+from monai_forget.audit.result import (
+    FORGOTTEN,
+    NOT_FORGOTTEN,
+    AuditResult,
+    share_text,
+    strength_text,
+)
 from monai_forget.audit.shift_check import shift_features
 from monai_forget.data import DataOverlapError, LabelledImages, check_disjoint, concat
 from monai_forget.defaults import REFMODEL_ALPHA, REFMODEL_MARGIN
@@ -473,11 +479,32 @@ def _design(result: AuditResult) -> dict[str, Any]:
 def _both_designs(without: AuditResult, with_site: AuditResult, n_site: int) -> AuditResult:
     """One answer from the audits without and with D_Q's site's images: theirs where they
     agree, else inconclusive; the p-value and the bound the larger of the two (each holds
-    for the joint answer), every model and cache entry that decided in the provenance."""
+    for the joint answer), the estimate the one beside that bound, every model and cache
+    entry that decided in the provenance."""
     decision = both_designs(without.decision, with_site.decision)
-    if without.decision == with_site.decision:
+    alpha, margin = without.details["alpha"], without.details["margin"]
+    wider = max((without, with_site), key=lambda r: r.details["membership_strength_upper"])
+    upper = wider.details["membership_strength_upper"]
+    p_values = (
+        f"p = {without.statistic:.2g} without D_Q's site's images, "
+        f"{with_site.statistic:.2g} with them"
+    )
+    if decision == FORGOTTEN:
         reason = (
-            f"with and without D_Q's site's images the audits agree: {without.details['reason']}"
+            f"no evidence of remembering with or without D_Q's site's images ({p_values}); "
+            f"{strength_text(upper, alpha)} in both, below the margin {margin:g}"
+        )
+    elif decision == NOT_FORGOTTEN:
+        reason = (
+            f"evidence of remembering with and without D_Q's site's images ({p_values}, "
+            f"each <= {alpha:g}); its membership strength is an estimated "
+            f"{share_text(wider.details['membership_strength'])} of the known members' "
+            f"({1 - alpha:.0%} upper bound {share_text(upper)})"
+        )
+    elif without.decision == with_site.decision:
+        reason = (
+            f"inconclusive with and without D_Q's site's images; without them: "
+            f"{without.details['reason']}; with them: {with_site.details['reason']}"
         )
     else:
         reason = (
@@ -486,9 +513,6 @@ def _both_designs(without: AuditResult, with_site: AuditResult, n_site: int) -> 
             'partly remembered D_Q of another site is not certified "forgotten", with them a '
             'never-seen D_Q of a site the target knows is not called "not forgotten")'
         )
-    upper = max(
-        without.details["membership_strength_upper"], with_site.details["membership_strength_upper"]
-    )
     provenance = dict(without.provenance)
     provenance["models"] = {
         **without.provenance["models"],
@@ -505,6 +529,7 @@ def _both_designs(without: AuditResult, with_site: AuditResult, n_site: int) -> 
         statistic=max(without.statistic, with_site.statistic),
         details={
             **without.details,
+            "membership_strength": wider.details["membership_strength"],
             "membership_strength_upper": upper,
             "reason": reason,
             "site_images": n_site,

@@ -379,7 +379,7 @@ def decision_reason(
             f"{share_text(test.share)} of the known members' ({1 - alpha:.0%} upper bound "
             f"{bound}). Never-seen images of a site whose other images the target trained on "
             "score so too: if D_Q's site gave the target other data, audit again with that "
-            "site's other images (site=..., --site-images)"
+            "site's other images (ReferenceModelAuditor's site=, audit reference --site-images)"
         )
     if decision == FORGOTTEN:
         return (
