@@ -9,6 +9,7 @@ import argparse
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,11 @@ from monai_forget.unlearning import DummyGradientGenerator, MembershipOracle, fo
 from monai_forget.unlearning.baselines import fedavg
 from monai_forget.unlearning.confidence import logit_confidences, mean_logit_confidence
 from monai_forget.unlearning.evaluation import accuracy
-from monai_forget.unlearning.retrain_reference import EQUIVALENT, equivalence_to_retraining
+from monai_forget.unlearning.retrain_reference import (
+    EQUIVALENT,
+    RetrainEquivalence,
+    equivalence_to_retraining,
+)
 
 USERS, USER_SIZE, OUT, HELD_OUT = 30, 100, 2000, 500
 
@@ -118,6 +123,53 @@ def excess_interval(before: np.ndarray, method: np.ndarray, retrain: np.ndarray,
     return float(stat(*data)), (float(ci.low), float(ci.high))
 
 
+def retraining_equivalence(
+    references: list[torch.nn.Module],
+    remaining: LabelledImages,
+    withdrawn: LabelledImages,
+    test: LabelledImages,
+    *,
+    members_reference: LabelledImages | None = None,
+    withdrawn_reference: LabelledImages | None = None,
+) -> tuple[float, float, Callable[[torch.nn.Module], RetrainEquivalence]]:
+    """(retraining's membership gap, the margin, a model -> its equivalence test).
+
+    The margin is declared before any unlearned model is seen: ``MARGIN_SHARE`` of
+    retraining's membership gap (its members' mean logit confidence, on every third
+    remaining training sample, minus that on ``members_reference``, never-seen data like
+    the members; default the test set). The test compares a model's advantage on
+    ``withdrawn`` (mean logit confidence there minus on ``withdrawn_reference``, never-seen
+    data like it; default the test set) with the retrained models'. Where sites differ in
+    their class mix, each reference must share its set's mix, or the advantage measures
+    the mix."""
+    members_sample = remaining.subset(np.arange(0, len(remaining), 3))
+    members_reference = test if members_reference is None else members_reference
+    test = test if withdrawn_reference is None else withdrawn_reference
+    gap = float(
+        np.mean(
+            [
+                mean_logit_confidence(m, members_sample)
+                - mean_logit_confidence(m, members_reference)
+                for m in references
+            ]
+        )
+    )
+    margin = MARGIN_SHARE * gap
+    ref_phi = np.stack([logit_confidences(m, withdrawn) for m in references])
+    ref_test = np.stack([logit_confidences(m, test) for m in references])
+
+    def equivalence(model: torch.nn.Module) -> RetrainEquivalence:
+        return equivalence_to_retraining(
+            logit_confidences(model, withdrawn),
+            ref_phi,
+            margin,
+            model_reference=logit_confidences(model, test),
+            retrained_reference=ref_test,
+        )
+
+    return gap, margin, equivalence
+
+
 def run_seed(digits: LabelledImages, seed: int, args: argparse.Namespace) -> dict:
     log(f"seed {seed}")
     s = split(digits, seed)
@@ -139,19 +191,8 @@ def run_seed(digits: LabelledImages, seed: int, args: argparse.Namespace) -> dic
         for name in ORACLES
     }
     e, test, remaining = s["eliminated"], s["test"], s["remaining"]
-    members_sample = remaining.subset(np.arange(0, len(remaining), 3))
-    # The margin, declared before any unlearned model is seen: half of retraining's
-    # membership gap (its members' mean logit confidence minus the test set's).
     references, control = retrained[1:], retrained[0]
-    gap = np.mean(
-        [
-            mean_logit_confidence(m, members_sample) - mean_logit_confidence(m, test)
-            for m in references
-        ]
-    )
-    margin = MARGIN_SHARE * gap
-    ref_phi = np.stack([logit_confidences(m, e) for m in references])
-    ref_test = np.stack([logit_confidences(m, test) for m in references])
+    gap, margin, equivalence = retraining_equivalence(references, remaining, e, test)
 
     def judge(model: torch.nn.Module) -> dict:
         p = probs(model, e)
@@ -159,13 +200,7 @@ def run_seed(digits: LabelledImages, seed: int, args: argparse.Namespace) -> dic
             "member": {name: o.is_member_probs(p) for name, o in oracles.items()},
             "acc_remaining": accuracy(model, remaining),
             "acc_test": accuracy(model, test),
-            "equivalence": equivalence_to_retraining(
-                logit_confidences(model, e),
-                ref_phi,
-                margin,
-                model_reference=logit_confidences(model, test),
-                retrained_reference=ref_test,
-            ),
+            "equivalence": equivalence(model),
         }
 
     rows = {"before": judge(before), "retraining": judge(control)}

@@ -841,6 +841,66 @@ MUTANTS = (
         "        pass",
         ("tests/test_cache_entries.py",),
     ),
+    # FedEraser and retraining from a checkpoint (unlearning/federaser.py, fl/aggregator.py)
+    Mutant(
+        "federaser: the calibration update's own norm kept (no rescaling)",
+        "monai_forget/unlearning/federaser.py",
+        "        out[k] = v * (retained_norms[k] / norm) if norm > 0 else torch.zeros_like(v)",
+        "        out[k] = v if norm > 0 else torch.zeros_like(v)",
+        ("tests/test_federaser.py",),
+    ),
+    Mutant(
+        "federaser: one norm over the whole model instead of per tensor",
+        "monai_forget/unlearning/federaser.py",
+        "        norm = torch.linalg.vector_norm(v)\n",
+        "        norm = torch.linalg.vector_norm(\n"
+        "            torch.cat([x.flatten() for x in calibration.values()])\n"
+        "        )\n",
+        ("tests/test_federaser.py",),
+    ),
+    Mutant(
+        "federaser: round 0 calibrated like the others",
+        "monai_forget/unlearning/federaser.py",
+        "        if t == 0:  # computed from the initial model",
+        "        if t < 0:  # computed from the initial model",
+        ("tests/test_federaser.py",),
+    ),
+    Mutant(
+        "federaser: the withdrawn site's round-0 update kept",
+        "monai_forget/unlearning/federaser.py",
+        "            new = first_round_model(history, clients)",
+        "            new = first_round_model(history, list(history.norms[t]))",
+        ("tests/test_federaser.py",),
+    ),
+    Mutant(
+        "checkpoint: retrained from the checkpoint after the site joined",
+        "monai_forget/unlearning/federaser.py",
+        "    start = min(history.joined[n] for n in withdrawn)",
+        "    start = min(history.joined[n] for n in withdrawn) + 1",
+        ("tests/test_federaser.py",),
+    ),
+    Mutant(
+        "fl federaser: a FLARE round calibrated to round 0's norms",
+        "monai_forget/fl/aggregator.py",
+        "        stands_for = self.retained[self._current_round()]",
+        "        stands_for = 0",
+        ("tests/test_fl_federaser.py", *BOTH_TIERS),
+    ),
+    # a POC deployment's leftovers and its admin login (fl/poc.py, processes.py)
+    Mutant(
+        "poc: a recorded process id stopped whatever its start time",
+        "monai_forget/processes.py",
+        '    return start_time(pid) == int(recorded["start"]) and _running(pid)',
+        "    return _running(pid)",
+        ("tests/test_fl_poc_shutdown.py",),
+    ),
+    Mutant(
+        "poc: the admin's login timeout ignores the load",
+        "monai_forget/fl/poc.py",
+        "    return (30.0 + 2.0 * clients) * max(1.0, per_core)",
+        "    return 30.0 + 2.0 * clients",
+        ("tests/test_fl_poc_shutdown.py",),
+    ),
 )
 
 

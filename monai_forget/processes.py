@@ -81,3 +81,19 @@ def _running(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"  # a zombie has ended; its parent has yet to reap it
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (``/proc/PID/stat`` field 22),
+    which tells a process from a later one given the same id; ``None`` if it has ended."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().split(") ")[-1].split()
+    except OSError:
+        return None
+    return int(fields[19])  # field 22 of the line; 3 (state) is the first after ") "
+
+
+def still_the_same(recorded: dict[str, int]) -> bool:
+    """Is ``{"pid", "start"}`` (:func:`start_time`) the same process, still running?"""
+    pid = int(recorded["pid"])
+    return start_time(pid) == int(recorded["start"]) and _running(pid)

@@ -146,6 +146,8 @@ FL = (
     "monai-forget fl simulate --data mnist --site-signature --method natural --clients 4 "
     "--rounds 12 --withdraw-round 10 --out constructed",
     "monai-forget fl poc --out fl-poc",
+    "monai-forget fl simulate --method federaser --out fl-federaser",
+    "monai-forget fl poc --stop fl-poc",
 )
 #: Bounds appended to the FLARE runs: 2 rounds of 5 local steps, the withdrawal in the
 #: last, 2 generator iterations, 3 clients (the fewest the reference-model auditor's known
@@ -537,6 +539,25 @@ def test_federated_commands(command: str, shared_data: Path, tmp_path: Path) -> 
 
 @pytest.mark.fl
 @pytest.mark.slow
+def test_federated_removal_after_training(shared_data: Path, tmp_path: Path) -> None:
+    """``fl simulate --method federaser``: FedAvg whose server keeps FedEraser's history,
+    then a second FLARE job removes site-1; 4 rounds (retained: 0 and 2), so one
+    calibration round of ceil(0.5 x 5) = 3 steps by each of the 2 sites that stay."""
+    pytest.importorskip("nvflare", reason="NVIDIA FLARE is not installed")
+    check(run_line(FL[3], tmp_path, extra=FL_BOUNDS + " --rounds 4", env=environment(shared_data)))
+    out = tmp_path / "fl-federaser"
+    results = json.loads((out / "results.json").read_text())
+    assert results["label"] == "federaser" and results["withdrawal"] == {}
+    assert (results["cost"]["rounds"], results["cost"]["local_steps"]) == (1, 6)
+    assert results["cost"]["server_bytes"] > 0
+    assert len(results["versus_retraining"]["retrained_means"]) == 5
+    summary = (out / "summary.md").read_text()
+    assert "Cost of removing site-1 (federaser): 6 local steps" in summary
+    assert (out / "workspace" / "train" / "job" / "server" / "history.pt").is_file()
+
+
+@pytest.mark.fl
+@pytest.mark.slow
 def test_federated_poc_deployment(shared_data: Path, tmp_path: Path) -> None:
     """``fl poc``: a provisioned server and clients as separate processes, the job
     submitted through the admin API, a 2-round withdrawal, every service stopped."""
@@ -545,16 +566,39 @@ def test_federated_poc_deployment(shared_data: Path, tmp_path: Path) -> None:
     result = check(run_line(command, tmp_path, extra=FL_BOUNDS, env=environment(shared_data)))
     out = tmp_path / "fl-poc"
     results = json.loads((out / "results.json").read_text())
-    assert results["withdrawal"]["client"] == "site-1" and results["withdrawal"]["round"] == 1
+    # the default removes site-1 after training by retraining: two deployments, the
+    # federation with every site, then the one without it
+    assert results["label"] == "retrain" and results["cost"]["local_steps"] == 2 * 2 * 5
     assert len(results["versus_retraining"]["retrained_means"]) == 5
-    poc = out / "workspace" / "poc"
+    poc = out / "workspace" / "retrain" / "poc"
     assert results["logs"]["flare"] == str(poc.resolve())
-    kits = {p.name for p in poc.glob("*/prod_00/*")}
-    assert {"server", "site-1", "site-2", "site-3", "admin@nvidia.com"} <= kits, kits
+    stay = {"site-2", "site-3"}
+    for job, sites in (("train", {"site-1", *stay}), ("retrain", stay)):
+        kits = {p.name for p in (out / "workspace" / job / "poc").glob("*/prod_00/*")}
+        assert {"server", "admin@nvidia.com", *sites} <= kits, kits
+        log = (out / "workspace" / job / "simulator.log").read_text()
+        assert "FINISHED:COMPLETED" in log, job
+    assert "site-1" not in {p.name for p in poc.glob("*/prod_00/*")}
     assert any(poc.glob("*/prod_00/server/startup/*.crt")), "no provisioned certificates"
-    assert not processes_mentioning(str(poc)), "POC services still running"
-    assert "FINISHED:COMPLETED" in (out / "workspace" / "simulator.log").read_text()
+    assert not processes_mentioning(str(out)), "POC services still running"
     assert (out / "report.html").is_file(), result.stdout
+
+
+def _poc_once_its_services_run(out: Path, shared_data: Path, running) -> subprocess.Popen:
+    """``fl poc`` (Forsaken in round 1 of 2: one deployment) started, returned 5 s after
+    ``running(poc_folder)`` first says its services run."""
+    command = [sys.executable, "-m", "monai_forget", "fl", "poc", "--out", str(out),
+               "--method", "forsaken", "--clients", "3", "--rounds", "2", "--withdraw-round",
+               "1", "--local-steps", "5", "--iterations", "2"]  # fmt: skip
+    run = subprocess.Popen(command, env=environment(shared_data), stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True)  # fmt: skip
+    poc = out / "workspace" / "poc"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and run.poll() is None and not running(poc):
+        time.sleep(1)
+    assert run.poll() is None, f"the POC ended before its services ran: {run.stderr.read()}"
+    time.sleep(5)
+    return run
 
 
 @pytest.mark.fl
@@ -565,21 +609,36 @@ def test_a_terminated_poc_leaves_no_service_or_port(shared_data: Path, tmp_path:
     runs a file, so the two deployments never contend for FLARE's fixed ports)."""
     pytest.importorskip("nvflare", reason="NVIDIA FLARE is not installed")
     out = tmp_path / "fl-poc"
-    command = [sys.executable, "-m", "monai_forget", "fl", "poc", "--out", str(out),
-               "--clients", "3", "--rounds", "2", "--withdraw-round", "1", "--local-steps",
-               "5", "--iterations", "2"]  # fmt: skip
-    run = subprocess.Popen(command, env=environment(shared_data), stdout=subprocess.DEVNULL,
-                           stderr=subprocess.PIPE, text=True)  # fmt: skip
     poc = out / "workspace" / "poc"
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and run.poll() is None:
-        if len(processes_mentioning(str(poc.resolve()))) >= 2:  # the server and a client
-            break
-        time.sleep(1)
-    assert run.poll() is None, f"the POC ended before its services ran: {run.stderr.read()}"
-    time.sleep(5)
+    # the server and a client
+    run = _poc_once_its_services_run(
+        out, shared_data, lambda p: len(processes_mentioning(str(p.resolve()))) >= 2
+    )
     run.send_signal(signal.SIGTERM)
     assert run.wait(timeout=180) == 128 + signal.SIGTERM
     assert processes_mentioning(str(poc.resolve())) == []
     check_ports_free()  # raises if a POC port is still listened on
     assert not (out / "results.json").exists()  # nothing half-written
+
+
+@pytest.mark.fl
+@pytest.mark.slow
+def test_a_killed_poc_is_cleared_by_its_stop_command(shared_data: Path, tmp_path: Path) -> None:
+    """``fl poc`` killed with SIGKILL (no handler runs): its services stay up, as the docs
+    say, and ``fl poc --stop OUT`` stops them by their recorded ids and frees the ports."""
+    pytest.importorskip("nvflare", reason="NVIDIA FLARE is not installed")
+    out = tmp_path / "fl-poc"
+    poc = out / "workspace" / "poc"
+
+    def recorded(folder: Path) -> bool:
+        record = folder / "services.json"
+        return record.is_file() and len(json.loads(record.read_text())) >= 2
+
+    run = _poc_once_its_services_run(out, shared_data, recorded)
+    run.kill()
+    assert run.wait(timeout=60) == -signal.SIGKILL
+    assert processes_mentioning(str(poc.resolve())), "a hard kill left nothing (docs say it does)"
+    result = check(run_line(FL[4], tmp_path, env=environment(shared_data)))
+    assert "FLARE's POC ports are free" in result.stdout
+    assert processes_mentioning(str(poc.resolve())) == []
+    check_ports_free()

@@ -99,3 +99,24 @@ def test_too_few_retrained_models_are_refused_before_flare_starts(tmp_path, retr
             retrained=retrained,
         )  # fmt: skip
     assert not (tmp_path / "ws").exists()
+
+
+def test_a_site_removed_after_training_reports_what_it_cost(tmp_path) -> None:
+    from dataclasses import replace
+
+    from monai_forget.unlearning.federaser import WithdrawalCost
+
+    outcome = replace(
+        _outcome(tmp_path, retraining_fr=0.2),
+        site="site-3",
+        cost=WithdrawalCost(local_steps=1200, rounds=1, seconds=2.5, server_bytes=3 * 2**20),
+    )
+    summary = outcome.summary()
+    assert outcome.withdrawn == "site-3"  # not the run's own withdrawal
+    assert (
+        "Cost of removing site-3 (forsaken): 1,200 local steps by the sites that stay in 1 "
+        "round, 2.5 s; the server kept 3.0 MiB from training for it"
+    ) in summary
+    assert outcome.to_dict()["cost"] == {
+        "local_steps": 1200, "rounds": 1, "seconds": 2.5, "server_bytes": 3 * 2**20
+    }  # fmt: skip

@@ -4,11 +4,13 @@ already taken is refused before anything starts, naming the port."""
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -16,8 +18,15 @@ import pytest
 from commands import environment
 
 from monai_forget.cli import main
-from monai_forget.fl.poc import DeploymentError, check_ports_free
-from monai_forget.processes import processes_mentioning, stop_processes
+from monai_forget.fl.poc import (
+    SERVICES_FILE,
+    DeploymentError,
+    _record_services,
+    check_ports_free,
+    login_timeout,
+    stop_deployment,
+)
+from monai_forget.processes import processes_mentioning, start_time, stop_processes
 
 
 def _listen() -> socket.socket:
@@ -93,3 +102,63 @@ def test_sigterm_unwinds_so_the_shutdown_runs(tmp_path) -> None:
     run = subprocess.run([sys.executable, "-c", script], timeout=60, env=environment())
     assert run.returncode == 128 + signal.SIGTERM
     assert done.read_text() == "stopped"
+
+
+def _sleepers(marker: str, *kinds: str) -> list[subprocess.Popen]:
+    runs = [subprocess.Popen([sys.executable, "-c", _SLEEPER, kind, marker]) for kind in kinds]
+    ready = [Path(f"{marker}.{kind}") for kind in kinds]
+    deadline = time.monotonic() + 30
+    while not all(p.exists() for p in ready) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return runs
+
+
+def test_a_killed_runs_services_are_stopped_by_their_recorded_ids(
+    tmp_path, capsys, monkeypatch
+) -> None:
+    """The record names processes by id and start time: a recorded process still running
+    is stopped even when its command line does not name the workspace; an id whose start
+    time differs (the id was given to a later process) is left alone."""
+    poc = tmp_path / "out" / "workspace" / "poc"
+    poc.mkdir(parents=True)
+    left, later = _sleepers(str(tmp_path / "elsewhere"), "polite", "other")
+    rows = [{"pid": left.pid, "start": start_time(left.pid)},
+            {"pid": later.pid, "start": start_time(later.pid) - 1}]  # fmt: skip
+    (poc / SERVICES_FILE).write_text(json.dumps(rows))
+    try:
+        assert stop_deployment(poc) == [left.pid]
+        assert left.wait(timeout=10) == -signal.SIGTERM and later.poll() is None
+        (poc / SERVICES_FILE).write_text(json.dumps(rows[:1]))  # ended: nothing to stop
+        # FLARE's ports may be a real POC test's meanwhile: none checked here
+        monkeypatch.setattr("monai_forget.fl.poc.POC_PORTS", {})
+        assert main(["fl", "poc", "--stop", str(tmp_path / "out")]) == 0
+        assert "stopped 0 process(es)" in capsys.readouterr().out
+    finally:
+        stop_processes([later.pid], grace=2)
+    assert main(["fl", "poc", "--stop", str(tmp_path / "nowhere")]) == 2
+    assert "give --stop the --out folder" in capsys.readouterr().err
+
+
+def test_a_running_deployment_records_its_services(tmp_path) -> None:
+    poc = tmp_path / "poc"
+    poc.mkdir()
+    done = threading.Event()
+    watcher = threading.Thread(target=_record_services, args=(poc, done))
+    watcher.start()
+    (service,) = _sleepers(str(poc / "server"), "polite")
+    try:
+        deadline = time.monotonic() + 30
+        while not (poc / SERVICES_FILE).is_file() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        rows = json.loads((poc / SERVICES_FILE).read_text())
+        assert {"pid": service.pid, "start": start_time(service.pid)} in rows
+    finally:
+        done.set()
+        watcher.join(timeout=10)
+        stop_processes([service.pid], grace=2)
+
+
+def test_the_admin_login_waits_longer_for_larger_and_busier_deployments() -> None:
+    assert login_timeout(3, load=0.5, cores=2) == 36.0  # FLARE's default: 10 s
+    assert login_timeout(30, load=0.5, cores=2) == 90.0
+    assert login_timeout(3, load=8.0, cores=2) == 4 * 36.0  # 4 runnable tasks per core

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 
-from monai_forget.cli.fl_run import run_simulate
+from monai_forget.cli.fl_run import run_poc, run_simulate
 from monai_forget.cli.options import add_run_arguments
 from monai_forget.defaults import FORSAKEN_GENERATOR, RETRAINED_MODELS
 
@@ -45,11 +45,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "simulate` does. Start-up takes about a minute; the deployment and every "
         "service's logs stay in OUT/workspace/poc/.",
     )
-    _add_options(poc)
-    poc.set_defaults(func=run_simulate, backend="poc")
+    _add_options(poc, out_required=False)
+    poc.add_argument(
+        "--stop",
+        metavar="DIR",
+        help="stop what a killed `fl poc` run left running (its services, by the process "
+        "ids recorded in DIR/workspace/poc, and any process under that workspace); DIR is "
+        "that run's --out. Nothing else is done",
+    )
+    poc.set_defaults(func=run_poc, backend="poc")
 
 
-def _add_options(sim: argparse.ArgumentParser) -> None:
+def _add_options(sim: argparse.ArgumentParser, out_required: bool = True) -> None:
     data = sim.add_argument_group("data (from $MONAI_FORGET_DATA, default ../shared/data)")
     data.add_argument(
         "--data",
@@ -112,11 +119,16 @@ def _add_options(sim: argparse.ArgumentParser) -> None:
     )
     leave.add_argument(
         "--method",
-        choices=("forsaken", "forcible", "natural"),
-        default="forsaken",
-        help="how the provider leaves (Liu et al. 2020): forsaken sends the dummy-gradient "
-        "elimination update, forcible subtracts its accumulated contributions, natural "
-        "sends nothing and lets the model forget (default %(default)s)",
+        choices=("retrain", "federaser", "forsaken", "forcible", "natural"),
+        default="retrain",
+        help="how the provider leaves. After training, from what the server kept "
+        "(--withdraw-round unused): retrain trains again without the provider, federaser "
+        "calibrates the stored updates of the providers that stay (Liu et al. 2021, "
+        "FedEraser). During training, in --withdraw-round (Liu et al. 2020): forsaken sends "
+        "the dummy-gradient elimination update, forcible subtracts its accumulated "
+        "contributions, natural sends nothing. The default is the only one measured "
+        "equivalent to retraining with retraining's accuracy (benchmarks/results/"
+        "withdrawal_methods.md) (default %(default)s)",
     )
     generator = {
         "iterations": (int, "generator iterations E"),
@@ -152,6 +164,6 @@ def _add_options(sim: argparse.ArgumentParser) -> None:
         "that the final model is compared with on the withdrawn data; 0 skips it, else at "
         "least 3 (default %(default)s)",
     )
-    sim.add_argument("--out", required=True, help="output folder")
+    sim.add_argument("--out", required=out_required, help="output folder")
     add_run_arguments(sim, "seed of the federation, training, withdrawal and audits")
     sim.add_argument("--overwrite", action="store_true", help="replace existing outputs")

@@ -48,7 +48,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         sample_federation,
         simulate_withdrawal,
     )
-    from monai_forget.fl.spec import Withdrawal
+    from monai_forget.fl.spec import REMOVAL_METHODS, Removal, Withdrawal
     from monai_forget.unlearning.evaluation import AuditPlan
 
     out = Path(args.out)
@@ -68,7 +68,10 @@ def run_simulate(args: argparse.Namespace) -> int:
         if args.method == "forsaken"
         else {}
     )
-    withdrawal = Withdrawal(args.withdraw, args.withdraw_round, args.method, generator)
+    if args.method in REMOVAL_METHODS:
+        withdrawal = Removal(args.withdraw, args.method)
+    else:
+        withdrawal = Withdrawal(args.withdraw, args.withdraw_round, args.method, generator)
     if args.data == "acdc":
         federation = acdc_federation(
             size=args.size,
@@ -121,4 +124,33 @@ def run_simulate(args: argparse.Namespace) -> int:
         f"results: {paths['results.json']}\nreport: {paths['report.html']}\n"
         f"FLARE console output: {run.workspace / 'simulator.log'}\nFLARE logs: {run.log_dir}"
     )
+    return 0
+
+
+def run_poc(args: argparse.Namespace) -> int:
+    """``fl poc``: a withdrawal on a POC deployment, or, with ``--stop DIR``, stop what a
+    killed run under ``DIR`` left running."""
+    from monai_forget.cli import UserError
+
+    if args.stop is None:
+        if args.out is None:
+            raise UserError("give --out (the output folder), or --stop DIR to clear a killed run")
+        return run_simulate(args)
+    from monai_forget.fl.poc import DeploymentError, check_ports_free, stop_deployment
+
+    work = Path(args.stop) / "workspace"
+    # a run's deployments: workspace/poc, or workspace/<job>/poc when a site is removed
+    # after training (train/, then federaser/ or retrain/)
+    pocs = [p for p in (work / "poc", *sorted(work.glob("*/poc"))) if p.is_dir()]
+    if not pocs:
+        raise UserError(f"no POC deployment under {work}: give --stop the --out folder of the "
+                        "`fl poc` run")  # fmt: skip
+    for poc in pocs:
+        stopped = stop_deployment(poc)
+        print(f"stopped {len(stopped)} process(es) of the deployment under {poc}: {stopped}")
+    try:
+        check_ports_free()
+    except DeploymentError as err:
+        raise UserError(f"the deployments under {work} are stopped, but {err}") from err
+    print("FLARE's POC ports are free")
     return 0

@@ -18,7 +18,10 @@ federated-learning engine, NVIDIA FLARE (``pip install 'monai-forget[fl]'``):
   (FedAvg in one process), for the forgetting rate's oracle;
 - :mod:`~monai_forget.fl.run`: the real-data federations (ACDC patient providers,
   PneumoniaMNIST partitions) and :func:`simulate_withdrawal`, a FLARE run plus its
-  forgetting rate, audits and accuracies (``monai-forget fl simulate``).
+  forgetting rate, audits and accuracies (``monai-forget fl simulate``);
+- :mod:`~monai_forget.fl.erase`: a site removed after training, from what the server
+  kept: FedEraser as a second FLARE job (:func:`run_federaser`), or retraining
+  (:func:`remove_after_training`; ``fl simulate --method retrain|federaser``).
 
 The method itself (generator, oracle, forgetting rate, baselines) lives in
 :mod:`monai_forget.unlearning` and works without FLARE; this package imports it, never
@@ -26,6 +29,7 @@ the reverse. ``nvflare`` is imported only when a federation runs.
 """
 
 from monai_forget.fl.client import FederatedClient, Reply
+from monai_forget.fl.erase import remove_after_training, run_federaser
 from monai_forget.fl.export import export_federated_job
 from monai_forget.fl.job import FederatedRun, WithdrawalError, network_class_path, run_federated
 from monai_forget.fl.outcome import WithdrawalOutcome
@@ -41,9 +45,11 @@ from monai_forget.fl.run import (
 )
 from monai_forget.fl.shadow import FedAvgShadowRecipe
 from monai_forget.fl.spec import (
+    REMOVAL_METHODS,
     WITHDRAWAL_METHODS,
     FederatedConfig,
     JobSpec,
+    Removal,
     Withdrawal,
     load_tensors,
     save_tensors,
@@ -52,6 +58,7 @@ from monai_forget.unlearning.evaluation import AuditPlan
 
 __all__ = [
     "DEFAULT_GENERATOR",
+    "REMOVAL_METHODS",
     "WITHDRAWAL_METHODS",
     "AuditPlan",
     "DeploymentError",
@@ -60,6 +67,7 @@ __all__ = [
     "FederatedConfig",
     "FederatedRun",
     "JobSpec",
+    "Removal",
     "Reply",
     "Withdrawal",
     "WithdrawalError",
@@ -71,6 +79,8 @@ __all__ = [
     "load_tensors",
     "mlp_config",
     "network_class_path",
+    "remove_after_training",
+    "run_federaser",
     "run_federated",
     "sample_federation",
     "save_tensors",

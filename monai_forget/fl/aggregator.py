@@ -28,7 +28,7 @@ from nvflare.app_common.workflows.base_fedavg import _get_client_name, _get_num_
 
 from monai_forget.fl.spec import ELIMINATED
 
-__all__ = ["OrderedFedAvg"]
+__all__ = ["FedEraserCalibration", "OrderedFedAvg"]
 
 
 def _as_float64(value: Any) -> tuple[np.ndarray, Any]:
@@ -50,10 +50,28 @@ class OrderedFedAvg(ModelAggregator):
         withdrawn: The client the job says withdraws (``None``: none announced).
         withdrawal_round: The round it withdraws in; its results in later rounds are
             left out.
+        retain_path: Keep FedEraser's server history here
+            (:class:`~monai_forget.unlearning.federaser.ServerHistory`, rewritten after
+            every retained round); ``None``: keep nothing.
+        retain_every: Its retaining interval in rounds.
+        initial_ckpt: The job's initial weights (the global model of round 0).
+        clients: The federation's client names, in order.
     """
 
-    def __init__(self, withdrawn: str | None = None, withdrawal_round: int = 0) -> None:
+    def __init__(
+        self,
+        withdrawn: str | None = None,
+        withdrawal_round: int = 0,
+        retain_path: str | None = None,
+        retain_every: int = 2,
+        initial_ckpt: str | None = None,
+        clients: list[str] | None = None,
+    ) -> None:
         super().__init__()
+        self.retain_path, self.retain_every = retain_path, retain_every
+        self.initial_ckpt, self.clients = initial_ckpt, clients
+        self._history = None
+        self._global: dict | None = None  # the global model the round's clients received
         self._results: dict[str, FLModel] = {}
         #: client -> why its result was left out of the current round (and the last one)
         self.rejected: dict[str, str] = {}
@@ -121,6 +139,8 @@ class OrderedFedAvg(ModelAggregator):
                 "model is left as it was"
             )
         names = sorted(self._results)
+        if self.retain_path:
+            self._retain(names)
         weights = {n: _get_num_steps_weight(self._results[n]) for n in names}
         total = sum(weights[n] for n in names)
         first = self._results[names[0]]
@@ -132,8 +152,86 @@ class OrderedFedAvg(ModelAggregator):
         self.last_rejected = dict(self.rejected)
         self.reset_stats()
         self._round += 1
+        self._global = params
         return FLModel(params=params, params_type=first.params_type or ParamsType.FULL)
+
+    def _start_of_round(self) -> dict:
+        """The global model this round's clients started from (round 0: the job's
+        initial weights; later: this aggregator's last result)."""
+        if self._global is None:
+            from monai_forget.fl.spec import load_tensors
+
+            self._global = load_tensors(self.initial_ckpt)
+        return self._global
+
+    def _retain(self, names: list[str]) -> None:
+        """Record the round in FedEraser's server history and write it."""
+        import torch
+
+        from monai_forget.unlearning.federaser import ServerHistory
+
+        def tensors(params: dict) -> dict:
+            return {k: torch.as_tensor(_as_float64(v)[0]) for k, v in params.items()}
+
+        before = tensors(self._start_of_round())
+        if self._history is None:
+            clients = tuple(self.clients or names)
+            self._history = ServerHistory(
+                clients, 0, self.retain_every, dict.fromkeys(clients, 0), before
+            )
+        now = self._current_round()
+        self._history.record(now, before, {n: tensors(self._results[n].params) for n in names})
+        self._history.save(self.retain_path)
 
     def reset_stats(self) -> None:
         self._results = {}
         self.rejected = {}
+
+
+class FedEraserCalibration(OrderedFedAvg):
+    """The server of a FedEraser unlearning job: each round's client results are
+    calibration-trained weights, and the new global model is
+    :func:`~monai_forget.unlearning.federaser.calibrated_model` of them: each client's
+    direction at the size of its update retained in the training round this round stands
+    in for.
+
+    Args:
+        history_path: The training run's server history
+            (:class:`~monai_forget.unlearning.federaser.ServerHistory`).
+        retained: The training rounds the job's rounds stand in for, in order.
+        initial_ckpt: The job's initial weights (``M~`` after the first retained round).
+    """
+
+    def __init__(
+        self, history_path: str = "", retained: list[int] | None = None, initial_ckpt: str = ""
+    ) -> None:
+        super().__init__(initial_ckpt=initial_ckpt)
+        self.history_path, self.retained = history_path, list(retained or [])
+        self._norms: dict | None = None
+
+    def aggregate_model(self) -> FLModel:
+        import torch
+
+        from monai_forget.unlearning.federaser import ServerHistory, calibrated_model
+
+        if self._results:
+            self._drop_mismatched()
+        if not self._results:
+            raise ValueError(f"no valid calibration result (rejected: {self.rejected})")
+        if self._norms is None:
+            self._norms = ServerHistory.load(self.history_path).norms
+        stands_for = self.retained[self._current_round()]
+        names = sorted(self._results)
+        trained = {
+            n: {k: torch.as_tensor(_as_float64(v)[0]) for k, v in self._results[n].params.items()}
+            for n in names
+        }
+        current = {k: torch.as_tensor(_as_float64(v)[0]) for k, v in self._start_of_round().items()}
+        new = calibrated_model(current, trained, self._norms[stands_for])
+        first = self._results[names[0]]
+        params = {k: _as_float64(first.params[k])[1](new[k].numpy()) for k in first.params}
+        self.last_rejected = dict(self.rejected)
+        self.reset_stats()
+        self._round += 1
+        self._global = params
+        return FLModel(params=params, params_type=first.params_type or ParamsType.FULL)

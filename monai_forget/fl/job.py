@@ -128,6 +128,11 @@ class FederatedRun:
         return [load_tensors(p) for p in paths]
 
     @property
+    def history_path(self) -> Path:
+        """Where the server kept FedEraser's history (``run_federated(retain_every=)``)."""
+        return self.workspace / "job" / "server" / "history.pt"
+
+    @property
     def log_dir(self) -> Path:
         """FLARE's logs: the simulator's job folder, or the POC deployment."""
         return self.workspace / ("poc" if self.backend == "poc" else f"flare/{JOB_NAME}")
@@ -196,6 +201,8 @@ def run_federated(
     withdrawal: Withdrawal | None = None,
     initial_state: Mapping[str, torch.Tensor] | None = None,
     backend: str = "simulator",
+    retain_every: int | None = None,
+    aggregator: Any = None,
 ) -> FederatedRun:
     """Run FedAvg on NVIDIA FLARE, with an optional withdrawal.
 
@@ -212,6 +219,11 @@ def run_federated(
             process per client on this machine, the job submitted and monitored through
             the admin API, everything stopped at the end; its workspace is
             ``workspace/poc``).
+        retain_every: The server keeps FedEraser's history every this many rounds
+            (``workspace/job/server/history.pt``, :attr:`FederatedRun.history_path`), so
+            a site can later be removed by :func:`~monai_forget.fl.erase.run_federaser`.
+        aggregator: A FLARE aggregator to use in place of the order-free FedAvg (e.g.
+            :class:`~monai_forget.fl.aggregator.FedEraserCalibration`).
 
     Returns:
         The final global model and the run's records.
@@ -227,6 +239,10 @@ def run_federated(
     workspace = Path(workspace).resolve()
     job_dir = workspace / "job"
     names = tuple(clients)
+    if backend == "poc":  # what a killed run here left, stopped before its files go
+        from monai_forget.fl.poc import stop_deployment
+
+        stop_deployment(workspace / "poc")
     _clear(workspace)
     for name, data in clients.items():
         _write_npz(data, job_dir / "data" / f"{name}.npz")
@@ -241,10 +257,22 @@ def run_federated(
 
     from monai_forget.fl import client as fl_client
 
+    if retain_every is not None:
+        from monai_forget.fl.aggregator import OrderedFedAvg
+
+        aggregator = OrderedFedAvg(
+            withdrawn=None if withdrawal is None else withdrawal.client,
+            withdrawal_round=0 if withdrawal is None else withdrawal.round,
+            retain_path=str(job_dir / "server" / "history.pt"),
+            retain_every=int(retain_every),
+            initial_ckpt=str(ckpt),
+            clients=list(names),
+        )
     recipe = fedavg_recipe(
         config,
         names,
         withdrawal,
+        aggregator=aggregator,
         initial_ckpt=str(ckpt),
         train_script=str(Path(fl_client.__file__).resolve()),
         train_args=f"--job-dir {job_dir}",
@@ -279,11 +307,13 @@ def fedavg_recipe(
     train_script: str,
     train_args: str = "",
     per_site_args: Mapping[str, str] | None = None,
+    aggregator: Any = None,
 ) -> Any:
     """FLARE's PyTorch ``FedAvgRecipe`` for this federation: the network built by the
     server from its class path, the seeded initial weights, ``train_script`` as every
-    client's Client API script, and the order-free aggregator that knows the withdrawal.
-    ``per_site_args``: site -> that site's script arguments (FLARE's per-site config)."""
+    client's Client API script, and the order-free aggregator that knows the withdrawal
+    (or ``aggregator``). ``per_site_args``: site -> that site's script arguments (FLARE's
+    per-site config)."""
     from nvflare.app_opt.pt.recipes.fedavg import FedAvgRecipe
     from nvflare.recipe.utils import set_per_site_config
 
@@ -300,7 +330,8 @@ def fedavg_recipe(
         num_rounds=config.rounds,
         train_script=train_script,
         train_args=train_args,
-        aggregator=OrderedFedAvg(
+        aggregator=aggregator
+        or OrderedFedAvg(
             withdrawn=None if withdrawal is None else withdrawal.client,
             withdrawal_round=0 if withdrawal is None else withdrawal.round,
         ),

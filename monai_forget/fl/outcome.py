@@ -12,7 +12,7 @@ atomically, never replacing a file without ``overwrite``.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from monai_forget.fl.job import FederatedRun
 from monai_forget.io import atomic_write, check_writable
 from monai_forget.results import write_json
 from monai_forget.unlearning.evaluation import WithdrawalEvaluation
+from monai_forget.unlearning.federaser import WithdrawalCost
 from monai_forget.unlearning.retrain_reference import RetrainComparison
 
 __all__ = ["OUTPUT_FILES", "WithdrawalOutcome", "check_outputs"]
@@ -46,6 +47,9 @@ class WithdrawalOutcome:
             provider (``None``: none were retrained).
         retraining_forgetting_rate: The FR those retrained models get on the same oracle
             (B.R.R x their mean share of the withdrawn samples called non-members).
+        site: The withdrawn site (default: the run's withdrawal's).
+        cost: What removing it cost, for a method run after training (FedEraser,
+            retraining).
     """
 
     run: FederatedRun
@@ -53,9 +57,13 @@ class WithdrawalOutcome:
     description: str = ""
     versus_retraining: RetrainComparison | None = None
     retraining_forgetting_rate: float | None = None
+    site: str = ""
+    cost: WithdrawalCost | None = None
 
     @property
     def withdrawn(self) -> str:
+        if self.site:
+            return self.site
         return self.run.withdrawal.client if self.run.withdrawal is not None else ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -65,6 +73,7 @@ class WithdrawalOutcome:
             "retraining_forgetting_rate": self.retraining_forgetting_rate,
             "versus_retraining": None if versus is None else versus.to_dict(),
             "withdrawal": self.run.record,
+            "cost": None if self.cost is None else asdict(self.cost),
             "federation": self.description,
             "logs": {
                 "console": str(self.run.workspace / "simulator.log"),
@@ -83,6 +92,15 @@ class WithdrawalOutcome:
         )
         lines = [f"# Withdrawal of {withdrawn}: {ev.label}", "", f"Federation: {self.description}"]
         lines += ["", f"Forgetting rate: {ev.rate.summary()}; {beside}", ""]
+        if self.cost is not None:
+            c = self.cost
+            lines += [
+                f"Cost of removing {withdrawn} ({ev.label}): {c.local_steps:,} local steps by "
+                f"the sites that stay in {c.rounds} round{'' if c.rounds == 1 else 's'}, "
+                f"{c.seconds:.1f} s; the server "
+                f"kept {c.server_bytes / 2**20:.1f} MiB from training for it",
+                "",
+            ]
         if self.versus_retraining is not None:
             versus = self.versus_retraining
             lines += [

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import re
 import signal
@@ -30,13 +31,38 @@ import torch
 from monai_forget.fl.spec import load_tensors
 from monai_forget.processes import processes_mentioning, stop_processes
 
-__all__ = ["DeploymentError", "check_ports_free", "clients_that_left", "poc_failure", "run_poc"]
+__all__ = [
+    "SERVICES_FILE",
+    "DeploymentError",
+    "check_ports_free",
+    "clients_that_left",
+    "login_timeout",
+    "poc_failure",
+    "run_poc",
+    "stop_deployment",
+]
 
 #: Seconds to wait for a POC job to finish.
 POC_TIMEOUT = 3600.0
 #: The ports FLARE's POC deployment listens on (``nvflare poc``: fed_learn_port and
 #: admin_port of its generated project), fixed by FLARE.
 POC_PORTS = {8002: "federated learning", 8003: "admin"}
+#: Where a deployment records its services' process ids (in its POC workspace).
+SERVICES_FILE = "services.json"
+#: Seconds between two looks for the deployment's services while it runs.
+_RECORD_EVERY = 1.0
+
+
+def login_timeout(clients: int, load: float | None = None, cores: int | None = None) -> float:
+    """Seconds the admin may take to log in to the server: FLARE's 10 s default failed
+    2 of 4 runs on 2 cores with the test suite running beside it (the server was up, but
+    slow to answer). 30 s plus 2 s per client, times the load per core when above 1
+    (``load``: the 1-minute load average, default this machine's)."""
+    from monai_forget.processes import available_cores
+
+    load = os.getloadavg()[0] if load is None else load
+    per_core = load / (cores or available_cores())
+    return (30.0 + 2.0 * clients) * max(1.0, per_core)
 
 
 class DeploymentError(RuntimeError):
@@ -68,7 +94,9 @@ def check_ports_free(ports: dict[int, str] | None = None) -> None:
                 raise DeploymentError(
                     f"port {port} (FLARE's POC {role} port) is in use, so no deployment can "
                     "start: another FLARE deployment is probably running on this machine. "
-                    "Stop it (`nvflare poc stop`, or end the process listening on "
+                    "If a `monai-forget fl poc` run was killed, stop what it left with "
+                    "`monai-forget fl poc --stop OUT` (its --out folder); otherwise stop it "
+                    "(`nvflare poc stop`, or end the process listening on "
                     f"{port}: `ss -ltnp 'sport = :{port}'`) and run again; FLARE's POC mode "
                     f"always uses ports {', '.join(map(str, ports))}"
                 ) from None
@@ -114,11 +142,45 @@ def _shut_down(env: Any, poc: Path) -> None:
             signal.signal(sig, handler)
 
 
+def _record_services(poc: Path, done: threading.Event) -> None:
+    """Until ``done``, keep ``poc/services.json`` listing every process that runs under
+    the POC workspace (id and start time), so a run killed outright (SIGKILL, out of
+    memory) leaves what :func:`stop_deployment` needs."""
+    from monai_forget.io import atomic_write
+    from monai_forget.processes import processes_mentioning, start_time
+
+    seen: dict[int, int] = {}
+    while not done.wait(_RECORD_EVERY):
+        found = {pid: start_time(pid) for pid in processes_mentioning(str(poc.resolve()))}
+        fresh = {pid: t for pid, t in found.items() if t is not None and seen.get(pid) != t}
+        if fresh:
+            seen.update(fresh)
+            rows = [{"pid": pid, "start": t} for pid, t in sorted(seen.items())]
+            with atomic_write(poc / SERVICES_FILE, "w", overwrite=True) as handle:
+                json.dump(rows, handle)
+
+
+def stop_deployment(poc: Path) -> list[int]:
+    """Stop what a deployment under ``poc`` left running: the processes its services
+    record names that are still the same processes (same id and start time), and any
+    process whose command line names the workspace; return their ids."""
+    from monai_forget.processes import processes_mentioning, still_the_same
+
+    record = poc / SERVICES_FILE
+    rows = json.loads(record.read_text()) if record.is_file() else []
+    pids = {int(r["pid"]) for r in rows if still_the_same(r)}
+    pids |= set(processes_mentioning(str(poc.resolve())))  # even with the folder gone
+    stop_processes(sorted(pids))
+    return sorted(pids)
+
+
 def run_poc(recipe: Any, names: tuple[str, ...], workspace: Path) -> dict[str, torch.Tensor]:
     """The job on a FLARE POC deployment: provisioned, started (server and one process
     per client), submitted and awaited through the admin API, then stopped however the
-    run ends (:func:`_shut_down`); the POC workspace (startup kits, every service's log)
-    stays in ``workspace/poc``.
+    run ends (:func:`_shut_down`); the POC workspace (startup kits, every service's log,
+    the services' process ids) stays in ``workspace/poc``. What a previous run in the
+    same workspace left running (killed outright) is stopped first; the admin logs in
+    with :func:`login_timeout`.
 
     Raises:
         DeploymentError: a port the deployment needs is taken, or the job did not
@@ -126,17 +188,26 @@ def run_poc(recipe: Any, names: tuple[str, ...], workspace: Path) -> dict[str, t
     """
     from nvflare.recipe import PocEnv
 
-    check_ports_free()
     poc = workspace / "poc"
+    stop_deployment(poc)
+    check_ports_free()
     saved = os.environ.get("NVFLARE_POC_WORKSPACE")
     os.environ["NVFLARE_POC_WORKSPACE"] = str(poc)  # read by FLARE's POC tools
     try:
         with _terminations_unwind():
-            env = PocEnv(num_clients=len(names), clients=list(names))
+            env = PocEnv(
+                num_clients=len(names),
+                clients=list(names),
+                extra={"login_timeout": login_timeout(len(names))},
+            )
+            done = threading.Event()
+            poc.mkdir(parents=True, exist_ok=True)
+            threading.Thread(target=_record_services, args=(poc, done), daemon=True).start()
             try:
                 return _run_job(recipe, env, poc)
             finally:
                 _shut_down(env, poc)
+                done.set()
     except Terminated as stop:
         # The deployment is down. The process must end now: FLARE's admin connection
         # leaves non-daemon threads that would keep it alive at exit (measured: forever).

@@ -26,7 +26,7 @@ from monai_forget.defaults import FORSAKEN_GENERATOR
 from monai_forget.fl.job import run_federated
 from monai_forget.fl.outcome import WithdrawalOutcome
 from monai_forget.fl.shadow import FedAvgShadowRecipe
-from monai_forget.fl.spec import FederatedConfig, Withdrawal
+from monai_forget.fl.spec import FederatedConfig, Removal, Withdrawal
 from monai_forget.shadow import SupervisedRecipe
 from monai_forget.unlearning.evaluation import AuditPlan, evaluate_withdrawal
 from monai_forget.unlearning.oracle import MembershipOracle
@@ -282,7 +282,7 @@ def check_withdrawal(
 def simulate_withdrawal(
     federation: Federation,
     config: FederatedConfig,
-    withdrawal: Withdrawal,
+    withdrawal: Withdrawal | Removal,
     workspace: str | Path,
     *,
     remaining: Sequence[str] | None = None,
@@ -296,7 +296,12 @@ def simulate_withdrawal(
     Args:
         federation: Providers and the auditors' and oracle's data.
         config: Local training and rounds.
-        withdrawal: Who leaves, when and how.
+        withdrawal: Who leaves, when and how: during training (:class:`Withdrawal`), or
+            removed after it (:class:`~monai_forget.fl.spec.Removal`: the federation
+            trains with every provider, then a second FLARE run removes it;
+            :func:`~monai_forget.fl.erase.remove_after_training`). The model measured
+            against is the one the provider left: the global model of its withdrawal
+            round, or the trained federation's.
         workspace: The FLARE workspace (job files, client records, logs).
         remaining: Providers audited as controls (default: the first one that stays).
         oracle: A fitted oracle (default: :func:`federated_oracle`).
@@ -313,22 +318,31 @@ def simulate_withdrawal(
         WithdrawalError: the withdrawing client could not compute its update.
     """
     plan = AuditPlan() if plan is None else plan
+    site, seed, device = withdrawal.client, plan.seed, plan.device
     clients = list(federation.clients)
-    remaining = check_withdrawal(clients, withdrawal.client, remaining, plan.auditors, retrained)
-    seed, device = plan.seed, plan.device
-    run = run_federated(
-        federation.clients, config, workspace, withdrawal=withdrawal, backend=backend
-    )
+    remaining = check_withdrawal(clients, site, remaining, plan.auditors, retrained)
+    cost = None
+    if isinstance(withdrawal, Removal):
+        from monai_forget.fl.erase import remove_after_training
+
+        run, before, cost = remove_after_training(
+            federation.clients, config, withdrawal, workspace, backend=backend
+        )
+    else:
+        run = run_federated(
+            federation.clients, config, workspace, withdrawal=withdrawal, backend=backend
+        )
+        before = run.model_before_withdrawal()
     if oracle is None:
         oracle = federated_oracle(
             federation, config, seed=seed, device=device, cache_dir=plan.cache_dir
         )
     evaluation = evaluate_withdrawal(
         withdrawal.method,
-        run.model_before_withdrawal(),
+        before,
         run.global_model,
         federation,
-        withdrawal.client,
+        site,
         remaining,
         audit_recipe(config),
         oracle=oracle,
@@ -337,12 +351,10 @@ def simulate_withdrawal(
     evaluation.seconds.update(
         {"flare_run": run.seconds, "elimination": float(run.record.get("seconds", 0.0))}
     )
-    outcome = WithdrawalOutcome(run, evaluation, federation.description)
+    outcome = WithdrawalOutcome(run, evaluation, federation.description, site=site, cost=cost)
     if retrained:
-        data = federation.clients[withdrawal.client]
-        references = retrained_models(
-            federation.clients, withdrawal.client, config, retrained, seed=1000 + seed
-        )
+        data = federation.clients[site]
+        references = retrained_models(federation.clients, site, config, retrained, seed=1000 + seed)
         outcome.versus_retraining = compare_with_retraining(
             run.global_model, references, data, device=device
         )

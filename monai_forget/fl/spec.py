@@ -23,9 +23,11 @@ from monai_forget.io import atomic_write
 from monai_forget.shadow import SupervisedRecipe
 
 __all__ = [
+    "REMOVAL_METHODS",
     "WITHDRAWAL_METHODS",
     "FederatedConfig",
     "JobSpec",
+    "Removal",
     "Withdrawal",
     "check_site_name",
     "load_tensors",
@@ -36,6 +38,9 @@ __all__ = [
 #: Liu et al. 2020), subtracting its accumulated contributions ("forcible"), or simply
 #: stopping ("natural").
 WITHDRAWAL_METHODS = ("forsaken", "forcible", "natural")
+#: How a client is removed after training, from what the server kept: FedEraser's
+#: calibrated retraining (Liu et al. 2021), or retraining from scratch without it.
+REMOVAL_METHODS = ("retrain", "federaser")
 #: The metric a withdrawing client's elimination update carries, so the server knows it
 #: withdrew (``monai_forget.fl.aggregator`` leaves out its later results).
 ELIMINATED = "eliminated"
@@ -143,6 +148,34 @@ class Withdrawal:
             from monai_forget.unlearning.dummy_gradient import DummyGradientGenerator
 
             DummyGradientGenerator(**dict(self.generator))  # validate early, not in a client
+
+
+@dataclass(frozen=True)
+class Removal:
+    """One client removed after the federation trained, from what the server kept.
+
+    Args:
+        client: The client to remove.
+        method: ``"retrain"`` (FedAvg from scratch without it; every client trained from
+            round 0, so retraining from the last checkpoint before it is the same) or
+            ``"federaser"`` (:mod:`monai_forget.unlearning.federaser`).
+        calibration_ratio: FedEraser's calibration training, a share of the local steps.
+        retain_every: FedEraser's retaining interval in rounds.
+    """
+
+    client: str
+    method: Literal["retrain", "federaser"] = "retrain"
+    calibration_ratio: float = 0.5
+    retain_every: int = 2
+
+    def __post_init__(self) -> None:
+        check_site_name(self.client)
+        if self.method not in REMOVAL_METHODS:
+            raise ValueError(f"method must be one of {REMOVAL_METHODS}, got {self.method!r}")
+        if not 0 < self.calibration_ratio <= 1:
+            raise ValueError(f"calibration_ratio must be in (0, 1], got {self.calibration_ratio}")
+        if int(self.retain_every) < 1:
+            raise ValueError(f"retain_every must be >= 1 round, got {self.retain_every}")
 
 
 @dataclass(frozen=True)

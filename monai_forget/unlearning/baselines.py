@@ -18,7 +18,7 @@ run inside NVIDIA FLARE (:mod:`monai_forget.fl`: ``Withdrawal(method=
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 from torch import nn
@@ -26,6 +26,10 @@ from torch import nn
 from monai_forget.data import LabelledImages
 from monai_forget.shadow import Recipe, ShadowTrainer
 from monai_forget.unlearning.parameters import check_same_shapes
+
+#: ``on_round(round, global state before, client position -> client state)``.
+State = Mapping[str, torch.Tensor]
+RoundHook = Callable[[int, State, Mapping[int, State]], None]
 
 __all__ = [
     "accumulate_updates",
@@ -137,20 +141,53 @@ def fedavg(
     rounds: int,
     *,
     seed: int,
-    device: torch.device,
+    device: str | torch.device,
+    first_round: int = 0,
+    joined: Sequence[int] | None = None,
+    on_round: RoundHook | None = None,
+    positions: Sequence[int] | None = None,
 ) -> nn.Module:
     """Train ``model`` in place by FedAvg: each round, a copy fitted by ``local`` on each
     client's data, then the copies' floating-point weights averaged with equal weights
     (the clients run equal step counts, as FLARE's ``FedAvgRecipe`` runs this package's
-    clients); integer buffers are taken from the first client."""
+    clients); integer buffers are taken from the first client.
+
+    Args:
+        model: The global model at round ``first_round``; trained in place.
+        clients: Each client's data; its position seeds its batches.
+        local: Each client's local training design.
+        rounds: The round to stop before (``rounds - first_round`` rounds run).
+        seed: Seeds every client's batches (with the round and the client's position).
+        device: Torch device.
+        first_round: The round to start at (continuing a federation from a checkpoint).
+        joined: The round each client first trains in (default: every client from 0).
+        on_round: Called after each round's local training with the round, the global
+            state the clients started from and position -> client state (e.g. for the
+            server's retained updates, :mod:`monai_forget.unlearning.federaser`).
+        positions: Each client's position in the federation it came from, for its batch
+            seeds and in ``on_round`` (default: its position in ``clients``), so a
+            federation rerun without one client gives the others the same batches.
+    """
+    device = torch.device(device)
     model.to(device)
-    for r in range(rounds):
-        states = []
+    start = [0] * len(clients) if joined is None else list(joined)
+    if len(start) != len(clients):
+        raise ValueError(f"joined has {len(start)} rounds for {len(clients)} clients")
+    where = list(range(len(clients))) if positions is None else list(positions)
+    for r in range(first_round, rounds):
+        before = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        states = {}
         for i, part in enumerate(clients):
+            if r < start[i]:
+                continue
             copy_ = copy.deepcopy(model)
-            local.fit(copy_, part, seed=seed * 100_003 + r * 1_009 + i, device=device)
-            states.append(copy_.state_dict())
-        model.load_state_dict(average_states(states))
+            local.fit(copy_, part, seed=seed * 100_003 + r * 1_009 + where[i], device=device)
+            states[where[i]] = copy_.state_dict()
+        if not states:
+            raise ValueError(f"no client trains in round {r}; check joined={start}")
+        if on_round is not None:
+            on_round(r, before, states)
+        model.load_state_dict(average_states(list(states.values())))
     return model
 
 

@@ -1,0 +1,360 @@
+"""Benchmark: which method removes a withdrawn site from a FedAvg model, judged as one.
+
+Issue 53, items 1-2. Two federations, per seed:
+
+- **mnist-30**: the paper's MNIST setting (``_elimination_paper.split``; Liu et al. 2020,
+  Sec. VI-A): 30 users x 100 MNIST test digits, the network of Fig. 5, FedAvg for
+  ``--rounds`` rounds, every user one local epoch (5 Adam steps of 20). The withdrawn
+  site: 2 users drawn at random (200 digits, as many as the paper's elimination set);
+  1,500 never-seen digits are the test set.
+- **pneumoniamnist-skew**: 3 providers x 200 PneumoniaMNIST training images with label
+  skew (share of pneumonia 90 / 30 / 60 %, as ``elimination_seeds.py``), the network of
+  Fig. 5 with two outputs, FedAvg 9 rounds x 50 Adam steps of 32; site-1 withdraws; 500
+  other images are the test set. Where retraining's membership gap (below) is not
+  positive, no equivalence margin can be declared and the test is reported as not
+  measurable.
+
+The federation trains once with every site for all rounds; its server keeps FedEraser's
+history (:func:`monai_forget.unlearning.federaser.train_with_history`). Then each method
+removes the site from that model:
+
+- **retraining**: FedAvg from scratch without the site (one model judged; ``--k`` more
+  are the equivalence test's reference);
+- **FedEraser** (:func:`~monai_forget.unlearning.federaser.federaser`: retaining interval
+  2, calibration ratio 0.5), and the same retaining every round (interval 1: twice the
+  calibration rounds, to see whether the interval is what costs it);
+- **retraining from the checkpoint before the site first trained**: every site here
+  trained from round 0, so the checkpoint is the initial model and this is retraining
+  (the report says so; ``tests/test_federaser.py`` checks the late-joiner case);
+- **Forsaken** (the generator's defaults, E = 10) on the site's data, the paper's method.
+
+And the never-withdrawn model, the check that both judgements have power. Each model is
+judged by:
+
+- the equivalence test against retraining (``_elimination_paper.retraining_equivalence``:
+  the model's advantage on the site's data, mean logit confidence there minus on the test
+  set, against the ``--k`` retrained models; margin 0.5 x retraining's membership gap,
+  declared before any unlearned model is seen);
+- the reference-model auditor's decision on the site's data
+  (:class:`monai_forget.audit.ReferenceModelAuditor`, its defaults: RMIA offline,
+  8 reference models, alpha 0.05, margin 0.5). Known members: the remaining sites' data;
+  known non-members: mnist-30, the 2,000 never-seen digits (reference models FedAvg the
+  Fig. 5 network like the target); pneumoniamnist-skew, the site's calibration set
+  (reference models: the clients' recipe for one client's whole step budget, the
+  product's ``audit_recipe``), with members drawn to the site's class mix
+  (:func:`matched_known`);
+- test accuracy, and cost: client compute in local steps (and its share of
+  retraining's), rounds, wall time on this machine, what the server kept.
+
+Per-seed results are cached as JSON in ``--work`` (an interrupted run resumes). Run::
+
+    python benchmarks/withdrawal_methods.py --seeds 0 1 2 3 4 --work /tmp/withdrawal \
+        --out benchmarks/results/withdrawal_methods.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+from _elimination_paper import RECIPE, USER_SIZE, federation, retraining_equivalence, split
+from _markdown import log, say, say_section, write  # benchmarks/_markdown.py
+
+from monai_forget.audit import ReferenceModelAuditor
+from monai_forget.data import concat, data_root, load_mnist_test, load_pneumoniamnist
+from monai_forget.fl.run import audit_recipe, mlp_config
+from monai_forget.fl.shadow import FedAvgShadowRecipe
+from monai_forget.unlearning import DummyGradientGenerator
+from monai_forget.unlearning.evaluation import accuracy
+from monai_forget.unlearning.federaser import federaser, train_with_history
+from monai_forget.unlearning.retrain_reference import EQUIVALENT
+from monai_forget.unlearning.scenario import build_federation
+
+FEDERATIONS = ("mnist-30", "pneumoniamnist-skew")
+SKEW = (0.9, 0.3, 0.6)
+WITHDRAWN_USERS = 2
+METHODS = ("never withdrawn", "retraining", "federaser", "federaser, every round", "forsaken")
+FORGOTTEN = "forgotten"
+NOT_MEASURABLE = "not measurable (no membership gap)"
+# issue 53's targets
+MIN_EQUIVALENT, FORGOTTEN_POINTS, ACCURACY_POINTS, COMPUTE_SHARE = 4, 0.10, 0.01, 0.25
+
+
+def setting(name: str, seed: int, args: argparse.Namespace, loaded: dict) -> dict:
+    """The federation ``name`` at ``seed``: clients, the withdrawn site, test and known sets,
+    the local recipe, rounds and the auditor's reference-model recipe."""
+    if name == "mnist-30":
+        loaded.setdefault(name, load_mnist_test())
+        s = split(loaded[name], seed)
+        clients = {f"user-{u + 1:02d}": d for u, d in enumerate(s["users"])}
+        rng = np.random.default_rng([seed, 53])
+        chosen = sorted(rng.choice(len(clients), WITHDRAWN_USERS, replace=False))
+        withdrawn = [list(clients)[u] for u in chosen]
+        remaining = {n: d for n, d in clients.items() if n not in withdrawn}
+        known = (concat(*remaining.values()), concat(s["held_out"], s["test"]))
+        population = (len(known[0]) + len(known[1])) // 2
+        refs = max(2, round(population * 0.5 / USER_SIZE))
+        return {
+            "clients": clients, "withdrawn": withdrawn, "test": s["test"], "known": known,
+            "recipe": RECIPE, "rounds": args.rounds,
+            "auditor": FedAvgShadowRecipe(RECIPE, clients=refs, rounds=args.rounds),
+        }  # fmt: skip
+    loaded.setdefault(name, load_pneumoniamnist("train"))
+    fed = build_federation(loaded[name], per_client=200, label_skew=SKEW, seed=seed)
+    config = replace(
+        mlp_config(fed, seed=seed), network="forsaken_mnist_cnn", network_args={"num_classes": 2}
+    )
+    # never-seen images with the class mix of the site, and of the sites that stay
+    references = {
+        "withdrawn_reference": fed.calibration["site-1"],
+        "members_reference": concat(*(d for n, d in fed.calibration.items() if n != "site-1")),
+    }
+    return {
+        "clients": fed.clients, "withdrawn": ["site-1"], "test": fed.test,
+        "references": references, "known": matched_known(fed, seed),
+        "recipe": config.recipe(), "rounds": config.rounds, "auditor": audit_recipe(config),
+    }  # fmt: skip
+
+
+def matched_known(fed, seed: int) -> tuple:
+    """The auditor's known sets with the withdrawn site's class mix: members drawn from the
+    sites that stay (all their pneumonia images, normal ones to the site's share), the
+    site's calibration set as non-members. With the stayers' own mix the auditor's shift
+    check refuses (p < 1e-4): a mix of 90 % pneumonia is another source to it."""
+    pool = concat(*(d for n, d in fed.clients.items() if n != "site-1"))
+    share = float(np.mean(fed.calibration["site-1"].labels))
+    ones, zeros = np.flatnonzero(pool.labels == 1), np.flatnonzero(pool.labels == 0)
+    rng = np.random.default_rng([seed, 53])
+    normal = rng.choice(zeros, round(len(ones) * (1 - share) / share), replace=False)
+    return pool.subset(np.sort(np.concatenate([ones, normal]))), fed.calibration["site-1"]
+
+
+def retrain(clients: dict, recipe, rounds: int, seed: int, path: Path) -> torch.nn.Module:
+    """FedAvg from a model seeded by ``seed`` (cached at ``path``)."""
+    return federation(list(clients.values()), seed, rounds, path) if recipe is RECIPE else (
+        train_with_history(clients, recipe, rounds, seed=seed)[0]
+    )  # fmt: skip
+
+
+def run_seed(name: str, seed: int, args: argparse.Namespace, loaded: dict) -> dict:
+    cached = Path(args.work) / name / f"seed{seed}.json"
+    if cached.is_file():
+        return json.loads(cached.read_text())
+    log(f"{name}, seed {seed}")
+    s = setting(name, seed, args, loaded)
+    work = cached.parent / f"seed{seed}"
+    recipe, rounds = s["recipe"], s["rounds"]
+    site = concat(*(s["clients"][n] for n in s["withdrawn"]))
+    remaining = {n: d for n, d in s["clients"].items() if n not in s["withdrawn"]}
+    start = time.perf_counter()
+    before, every_round = train_with_history(s["clients"], recipe, rounds, seed=seed, interval=1)
+    history = every_round.every(2)  # FedEraser's default retaining interval
+    log(f"  trained with every site in {time.perf_counter() - start:.0f} s")
+    start = time.perf_counter()  # the judged retraining is never read from the cache: timed
+    judged, _ = train_with_history(remaining, recipe, rounds, seed=1000 + 100 * seed)
+    retrain_seconds = time.perf_counter() - start
+    retrained = [judged] + [
+        retrain(remaining, recipe, rounds, 1000 + 100 * seed + j, work / f"re{j}.pt")
+        for j in range(1, args.k + 1)
+    ]
+    erased = federaser(history, remaining, recipe, seed=seed)
+    erased_1 = federaser(every_round, remaining, recipe, seed=seed)
+    start = time.perf_counter()
+    forsaken = DummyGradientGenerator(iterations=10, seed=seed).generate(before, site)
+    forsaken_seconds = time.perf_counter() - start
+    models = {
+        "never withdrawn": before, "retraining": retrained[0], "federaser": erased.model,
+        "federaser, every round": erased_1.model, "forsaken": forsaken.apply(before),
+    }  # fmt: skip
+    members = concat(*remaining.values())
+    gap, margin, equivalence = retraining_equivalence(
+        retrained[1:], members, site, s["test"], **s.get("references", {})
+    )
+    retrain_steps = rounds * len(remaining) * recipe.steps
+    costs = {
+        "retraining": (retrain_steps, rounds, retrain_seconds, 0),
+        "federaser": (
+            erased.cost.local_steps, erased.cost.rounds, erased.cost.seconds,
+            erased.cost.server_bytes,
+        ),
+        "federaser, every round": (
+            erased_1.cost.local_steps, erased_1.cost.rounds, erased_1.cost.seconds,
+            erased_1.cost.server_bytes,
+        ),
+        "forsaken": (0, 1, forsaken_seconds, 0),
+    }  # fmt: skip
+    auditor = ReferenceModelAuditor(recipe=s["auditor"], seed=seed, cache_dir=work / "refmodel")
+    out = {
+        "gap": gap, "margin": margin, "withdrawn": s["withdrawn"], "site_size": len(site),
+        "retrain_steps": retrain_steps, "paper_storage": history.full_storage_bytes(),
+        "paper_storage_every_round": every_round.full_storage_bytes(),
+        "methods": {},
+    }  # fmt: skip
+    for method, model in models.items():
+        # a margin needs a membership gap: retraining's members more confident than
+        # never-seen images of their mix
+        eq = equivalence(model) if margin > 0 else None
+        audit = auditor.audit(model, site, s["known"], label=method)
+        out["methods"][method] = {
+            "difference": eq.difference if eq else None,
+            "interval": list(eq.interval) if eq else None,
+            "equivalence": eq.decision if eq else NOT_MEASURABLE,
+            "audit": audit.decision, "share": float(audit.details["membership_strength"]),
+            "upper": float(audit.details["membership_strength_upper"]),
+            "acc_test": accuracy(model, s["test"]), "cost": costs.get(method),
+        }  # fmt: skip
+        m = out["methods"][method]
+        log(f"  {method:16s} {m['equivalence']:28s} {audit.decision:13s} {m['acc_test']:.3f}")
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cached.with_suffix(".tmp")
+    tmp.write_text(json.dumps(out, indent=1))
+    tmp.replace(cached)
+    return out
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.1f} %"
+
+
+def megabytes(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+def report(name: str, results: dict[int, dict], args: argparse.Namespace) -> list[str]:
+    """The federation's tables; returns its target lines."""
+    seeds = sorted(results)
+    n = len(seeds)
+    first = results[seeds[0]]
+    say(f"## {name}, {n} seeds\n")
+    say(
+        f"Withdrawn site: {first['site_size']} samples ({', '.join(first['withdrawn'])} at seed "
+        f"{seeds[0]}). Retraining from the checkpoint before the site first trained: every "
+        "site trained from round 0, so the checkpoint is the initial model and the method "
+        "is retraining (its row is the retraining row).\n"
+    )
+    say(
+        "| method | equivalent to retraining | auditor: 'forgotten' on the site | test accuracy "
+        "(mean; min-max) | vs retraining (mean) | client local steps (share of retraining) "
+        "| rounds | wall s | server storage |"
+    )
+    say("|---|---|---|---|---|---|---|---|---|")
+    summary = {}
+    for method in METHODS:
+        rows = [results[s]["methods"][method] for s in seeds]
+        equivalent = sum(r["equivalence"] == EQUIVALENT for r in rows)
+        forgotten = sum(r["audit"] == FORGOTTEN for r in rows) / n
+        acc = [r["acc_test"] for r in rows]
+        vs = float(np.mean([r["acc_test"] - results[s]["methods"]["retraining"]["acc_test"]
+                            for r, s in zip(rows, seeds, strict=True)]))  # fmt: skip
+        cost = rows[0]["cost"]
+        share = (
+            np.mean([r["cost"][0] / results[s]["retrain_steps"] for r, s in zip(rows, seeds,
+                     strict=True)]) if cost else None
+        )  # fmt: skip
+        summary[method] = (equivalent, forgotten, vs, share)
+        steps = "-" if cost is None else f"{rows[0]['cost'][0]:,} ({pct(share)})"
+        if method == "forsaken":
+            steps = "0 (the withdrawing site runs 10 generator iterations)"
+        rounds = "-" if cost is None else str(cost[1])
+        wall = "-" if cost is None else f"{np.mean([r['cost'][2] for r in rows]):.1f}"
+        storage = "-" if cost is None else megabytes(cost[3])
+        if method.startswith("federaser"):
+            full = first["paper_storage" if method == "federaser" else "paper_storage_every_round"]
+            storage += f" (every retained update in full: {megabytes(full)})"
+        say(
+            f"| {method} | {equivalent}/{n} | {forgotten * 100:.0f} % | {np.mean(acc):.3f}; "
+            f"{min(acc):.3f}-{max(acc):.3f} | {100 * vs:+.1f} pt | {steps} | {rounds} | {wall} "
+            f"| {storage} |"
+        )
+    say()
+    say(
+        "| seed | method | (T_u - mu_R) / margin [90 % CI] | equivalence | auditor (share, "
+        "upper bound) | test accuracy |"
+    )
+    say("|---|---|---|---|---|---|")
+    for s in seeds:
+        r = results[s]
+        for method in METHODS:
+            m = r["methods"][method]
+            relative, decision = "-", m["equivalence"]
+            if m["interval"] is not None:
+                lo, hi = (x / r["margin"] for x in m["interval"])
+                relative = f"{m['difference'] / r['margin']:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+                if decision != EQUIVALENT and lo > -1 and hi < 1:
+                    # within the margin on the site's data: the test's other condition
+                    decision += " (its confidence on never-seen data is not retraining's)"
+            say(
+                f"| {s} | {method} | {relative} | {decision} | {m['audit']} "
+                f"({m['share']:.2f}, {m['upper']:.2f}) | "
+                f"{m['acc_test']:.3f} |"
+            )
+    say()
+    retrain_forgotten = summary["retraining"][1]
+    measured = [results[s]["methods"]["never withdrawn"]["equivalence"] for s in seeds]
+    never = sum(d not in (EQUIVALENT, NOT_MEASURABLE) for d in measured)
+    unmeasured = sum(d == NOT_MEASURABLE for d in measured)
+    lines = []
+    for method in ("federaser", "federaser, every round", "forsaken"):
+        equivalent, forgotten, vs, share = summary[method]
+        lines.append(
+            f"- {name}, {method}: equivalent to retraining in {equivalent}/{n} (target >= "
+            f"{MIN_EQUIVALENT}/5): {mark(equivalent >= MIN_EQUIVALENT)}; auditor's 'forgotten' "
+            f"rate {forgotten * 100:.0f} % vs retraining's {retrain_forgotten * 100:.0f} % "
+            f"(target within 10 points): "
+            f"{mark(abs(forgotten - retrain_forgotten) <= FORGOTTEN_POINTS)}; test accuracy "
+            f"{100 * vs:+.1f} pt vs retraining (target within 1): "
+            f"{mark(abs(vs) <= ACCURACY_POINTS)}; client compute {pct(share)} of "
+            f"retraining's (target <= 25 %): {mark(share <= COMPUTE_SHARE)}"
+        )
+    lines.append(
+        f"- {name}: the equivalence test has power: the never-withdrawn model not equivalent "
+        f"in {never}/{n} (not measurable in {unmeasured}: retraining's members were no more "
+        "confident than never-seen images of their mix)"
+    )
+    return lines
+
+
+def mark(ok: bool) -> str:
+    return "**met**" if ok else "**missed**"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--federations", nargs="+", choices=FEDERATIONS, default=FEDERATIONS)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--k", type=int, default=6, help="retrained models of the reference")
+    parser.add_argument("--rounds", type=int, default=25, help="mnist-30's FedAvg rounds")
+    parser.add_argument("--work", required=True, help="result cache (resumable)")
+    parser.add_argument("--out", default=None, help="also write the markdown here (atomic)")
+    args = parser.parse_args()
+    if not (data_root() / "mnist").is_dir():
+        print(f"MNIST not found under {data_root()}; set MONAI_FORGET_DATA", file=sys.stderr)
+        return 1
+    loaded: dict = {}
+    results = {
+        name: {seed: run_seed(name, seed, args, loaded) for seed in args.seeds}
+        for name in args.federations
+    }
+    say("# Removing a withdrawn site: every method judged as one (issue 53)\n")
+    say(
+        f"`python benchmarks/withdrawal_methods.py --federations {' '.join(args.federations)} "
+        f"--seeds {' '.join(map(str, args.seeds))} --k {args.k} --rounds {args.rounds}` · "
+        f"python {platform.python_version()}, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads, CPU, every client in one process\n"
+    )
+    targets = [line for name in results for line in report(name, results[name], args)]
+    say_section("Targets", targets)
+    if args.out:
+        write(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
