@@ -364,14 +364,17 @@ def retrain_from_checkpoint(
     round 0 leaves only the initial model: that is full retraining.
 
     Raises:
-        ValueError: an unknown or no remaining client.
+        ValueError: an unknown or no remaining client, a recipe without a step budget, or
+            no checkpoint kept for the round.
     """
+    if local.steps is None:
+        raise ValueError("the cost is counted in local steps; give the recipe steps=")
     _check_remaining(history, remaining)
     withdrawn = [n for n in history.clients if n not in remaining]
     start = min(history.joined[n] for n in withdrawn)
-    weights = history.checkpoints.get(start, history.initial) if start else history.initial
     if start and start not in history.checkpoints:
         raise ValueError(f"no checkpoint of round {start} was kept; retrain from scratch")
+    weights = history.checkpoints[start] if start else history.initial
     started = time.perf_counter()
     model = local.build()
     model.load_state_dict(weights)
