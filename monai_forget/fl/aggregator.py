@@ -42,6 +42,13 @@ def _as_float64(value: Any) -> tuple[np.ndarray, Any]:
     return array.astype(np.float64), lambda a: a.astype(array.dtype)
 
 
+def _as_tensors(params: dict) -> dict:
+    """name -> float64 torch tensor, for the server's FedEraser arithmetic."""
+    import torch
+
+    return {k: torch.as_tensor(_as_float64(v)[0]) for k, v in params.items()}
+
+
 class OrderedFedAvg(ModelAggregator):
     """FedAvg's weighted mean (weights: ``NUM_STEPS_CURRENT_ROUND``, as FLARE's FedAvg),
     summed in client-name order so the result is the same whatever the arrival order.
@@ -52,7 +59,7 @@ class OrderedFedAvg(ModelAggregator):
             left out.
         retain_path: Keep FedEraser's server history here
             (:class:`~monai_forget.unlearning.federaser.ServerHistory`, rewritten after
-            every retained round); ``None``: keep nothing.
+            every round); ``None``: keep nothing.
         retain_every: Its retaining interval in rounds.
         initial_ckpt: The job's initial weights (the global model of round 0).
         clients: The federation's client names, in order.
@@ -166,21 +173,16 @@ class OrderedFedAvg(ModelAggregator):
 
     def _retain(self, names: list[str]) -> None:
         """Record the round in FedEraser's server history and write it."""
-        import torch
-
         from monai_forget.unlearning.federaser import ServerHistory
 
-        def tensors(params: dict) -> dict:
-            return {k: torch.as_tensor(_as_float64(v)[0]) for k, v in params.items()}
-
-        before = tensors(self._start_of_round())
+        before = _as_tensors(self._start_of_round())
         if self._history is None:
             clients = tuple(self.clients or names)
             self._history = ServerHistory(
                 clients, 0, self.retain_every, dict.fromkeys(clients, 0), before
             )
         now = self._current_round()
-        self._history.record(now, before, {n: tensors(self._results[n].params) for n in names})
+        self._history.record(now, before, {n: _as_tensors(self._results[n].params) for n in names})
         self._history.save(self.retain_path)
 
     def reset_stats(self) -> None:
@@ -210,8 +212,6 @@ class FedEraserCalibration(OrderedFedAvg):
         self._norms: dict | None = None
 
     def aggregate_model(self) -> FLModel:
-        import torch
-
         from monai_forget.unlearning.federaser import ServerHistory, calibrated_model
 
         if self._results:
@@ -222,11 +222,8 @@ class FedEraserCalibration(OrderedFedAvg):
             self._norms = ServerHistory.load(self.history_path).norms
         stands_for = self.retained[self._current_round()]
         names = sorted(self._results)
-        trained = {
-            n: {k: torch.as_tensor(_as_float64(v)[0]) for k, v in self._results[n].params.items()}
-            for n in names
-        }
-        current = {k: torch.as_tensor(_as_float64(v)[0]) for k, v in self._start_of_round().items()}
+        trained = {n: _as_tensors(self._results[n].params) for n in names}
+        current = _as_tensors(self._start_of_round())
         new = calibrated_model(current, trained, self._norms[stands_for])
         first = self._results[names[0]]
         params = {k: _as_float64(first.params[k])[1](new[k].numpy()) for k in first.params}
