@@ -58,11 +58,12 @@ class OrderedFedAvg(ModelAggregator):
         withdrawal_round: The round it withdraws in; its results in later rounds are
             left out.
         retain_path: Keep FedEraser's server history here
-            (:class:`~monai_forget.unlearning.federaser.ServerHistory`, rewritten after
-            every round); ``None``: keep nothing.
+            (:class:`~monai_forget.unlearning.federaser.ServerHistory`, written after
+            every retained round and the last); ``None``: keep nothing.
         retain_every: Its retaining interval in rounds.
         initial_ckpt: The job's initial weights (the global model of round 0).
         clients: The federation's client names, in order.
+        rounds: The job's rounds (the history is written after the last one too).
     """
 
     def __init__(
@@ -73,10 +74,11 @@ class OrderedFedAvg(ModelAggregator):
         retain_every: int = 2,
         initial_ckpt: str | None = None,
         clients: list[str] | None = None,
+        rounds: int = 0,
     ) -> None:
         super().__init__()
         self.retain_path, self.retain_every = retain_path, retain_every
-        self.initial_ckpt, self.clients = initial_ckpt, clients
+        self.initial_ckpt, self.clients, self.rounds = initial_ckpt, clients, rounds
         self._history = None
         self._global: dict | None = None  # the global model the round's clients received
         self._results: dict[str, FLModel] = {}
@@ -183,7 +185,10 @@ class OrderedFedAvg(ModelAggregator):
             )
         now = self._current_round()
         self._history.record(now, before, {n: _as_tensors(self._results[n].params) for n in names})
-        self._history.save(self.retain_path)
+        # between retained rounds only the round count changes: no rewrite of the
+        # (large) first updates every round
+        if now % self.retain_every == 0 or now >= self.rounds - 1:
+            self._history.save(self.retain_path)
 
     def reset_stats(self) -> None:
         self._results = {}

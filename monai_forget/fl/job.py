@@ -267,6 +267,7 @@ def run_federated(
             retain_every=int(retain_every),
             initial_ckpt=str(ckpt),
             clients=list(names),
+            rounds=config.rounds,
         )
     recipe = fedavg_recipe(
         config,
