@@ -96,11 +96,10 @@ def run_seed(digits, seed: int, args: argparse.Namespace) -> dict:
         reference = auditor.fit_reference(query, known)
         log(f"  reference models for the {name} set: {time.perf_counter() - start:.0f} s")
         for model_name, model in models.items():
-            signal = {
-                role: reference.signal(*_outputs(model, auditor.roles_[role]))
-                for role in auditor.roles_
-            }
-            result = auditor.audit_predictions(reference, signal, label=f"{model_name}, {name}")
+            outputs = reference.outputs(
+                {role: predict(model, auditor.roles_[role]) for role in auditor.roles_}
+            )
+            result = reference.audit(outputs, label=f"{model_name}, {name}")
             out[(model_name, name)] = {
                 "decision": result.decision,
                 "share": float(result.details["membership_strength"]),
@@ -111,11 +110,6 @@ def run_seed(digits, seed: int, args: argparse.Namespace) -> dict:
                 f"share {out[(model_name, name)]['share']:.2f} "
                 f"(upper {out[(model_name, name)]['upper']:.2f})")  # fmt: skip
     return {"audits": out, "clients": clients}
-
-
-def _outputs(model: torch.nn.Module, data) -> tuple[np.ndarray, np.ndarray]:
-    out = predict(model, data)
-    return out.probs, out.labels
 
 
 def wrong(model: str, audited: str, decision: str) -> bool | None:

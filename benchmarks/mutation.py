@@ -48,7 +48,59 @@ REFMODEL_TESTS = ("tests/test_audit_refmodel.py", "tests/test_remembered_share.p
 GATE_TESTS = ("tests/test_bundles.py",)
 EMA_TESTS = ("tests/test_audit_ema.py", "tests/test_audit_ema_sources.py")
 PATIENT_REFERENCE_TESTS = "tests/test_leak_scan_patient_references.py"
+PROTOCOL_TESTS = ("tests/test_auditor_protocol.py",)
 MUTANTS = (
+    # one auditor protocol: every route to a reference-model audit (issue 52)
+    Mutant(
+        "protocol: the target's accuracy not passed with its outputs",
+        "monai_forget/audit/refmodel_reference.py",
+        "            float(np.mean(nonmembers.probs.argmax(1) == nonmembers.labels)),\n",
+        '            float("nan"),\n',
+        PROTOCOL_TESTS,
+    ),
+    Mutant(
+        "protocol: the target's accuracy on the known members, not the non-members",
+        "monai_forget/audit/refmodel_reference.py",
+        '        nonmembers = predictions["nonmembers"]\n',
+        '        nonmembers = predictions["members"]\n',
+        PROTOCOL_TESTS,
+    ),
+    Mutant(
+        "sample check: a check's own hashes ignored for the reference's",
+        "monai_forget/metrics/base.py",
+        "        hashes = check.hashes if check.hashes is not None else audited\n",
+        "        hashes = audited if audited is not None else check.hashes\n",
+        ("tests/test_handlers_data_check.py", "tests/test_segmentation_scores.py"),
+    ),
+    Mutant(
+        "sample check: extra samples always ignored",
+        "monai_forget/metrics/base.py",
+        "on_mismatch=check.on_mismatch, on_extra=check.on_extra)",
+        'on_mismatch=check.on_mismatch, on_extra="ignore")',
+        ("tests/test_handlers_data_check.py",),
+    ),
+    Mutant(
+        "probe settings: any object taken as the seed",
+        "monai_forget/memorisation/settings.py",
+        "        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)):",
+        "        if isinstance(self.seed, bool):",
+        ("tests/test_memorisation_reference_test.py",),
+    ),
+    Mutant(
+        "probe settings: the random controls drawn from another seed on the references",
+        "monai_forget/memorisation/score.py",
+        "probe_outputs(r, probes, feature, settings) for r in references",
+        "probe_outputs(r, probes, feature, replace(settings, seed=settings.seed + 1))"
+        " for r in references",
+        ("tests/test_memorisation_reference_test.py",),
+    ),
+    Mutant(
+        "protocol: a saved reference loses the auditor's seed",
+        "monai_forget/audit/refmodel_reference.py",
+        '            seed=int(data.get("seed", 0)),\n',
+        "",
+        PROTOCOL_TESTS,
+    ),
     # the reference-model auditor's decision (audit/refmodel.py)
     Mutant(
         "refmodel: p < alpha instead of <=",
@@ -303,23 +355,23 @@ MUTANTS = (
     Mutant(
         "leak scan: names drawn as letters whatever the source",
         "monai_forget/memorisation/leak_scan.py",
-        "                source=config.decoy_source,",
-        '                source="letters",',
+        "            source=config.decoy_source,",
+        '            source="letters",',
         ("tests/test_memorisation_scan.py",),
     ),
     Mutant(
         "leak scan: a kind short of decoys judged with > alpha",
         "monai_forget/memorisation/leak_scan.py",
-        "short = [n for n in nulls if factor / (len(n.texts) + 1) >= alpha]",
-        "short = [n for n in nulls if factor / (len(n.texts) + 1) > 2 * alpha]",
+        "short = [n for n in nulls if factor / (len(n.texts) + 1) >= config.alpha]",
+        "short = [n for n in nulls if factor / (len(n.texts) + 1) > 2 * config.alpha]",
         ("tests/test_memorisation_scan.py",),
     ),
     Mutant(
-        "leak scan config: alpha of 1 accepted",
-        "monai_forget/memorisation/leak_scan.py",
-        "        if not 0 < self.alpha < 1:",
-        "        if not 0 < self.alpha <= 1:",
-        ("tests/test_memorisation_scan.py",),
+        "checks: a level of 1 accepted (leak scan, verdict, auditors, gate)",
+        "monai_forget/checks.py",
+        "    if not 0.0 < value < 1.0:",
+        "    if not 0.0 < value <= 1.0:",
+        ("tests/test_checks.py", "tests/test_memorisation_scan.py"),
     ),
     # leak scans against references by patient (memorisation/patient_references.py)
     Mutant(
@@ -647,8 +699,8 @@ MUTANTS = (
     Mutant(
         "memorisation score: the paper's test decides over the decoys",
         "monai_forget/memorisation/score.py",
-        "        return self.deciding_pvalue < alpha",
-        "        return self.pvalue < alpha",
+        '        return self.deciding_pvalue < check_fraction("alpha", alpha)',
+        '        return self.pvalue < check_fraction("alpha", alpha)',
         ("tests/test_memorisation_verdict.py",),
     ),
     Mutant(
@@ -830,8 +882,8 @@ MUTANTS = (
     Mutant(
         "cli: a default of its own for EMA's test (the library's is Welch)",
         "monai_forget/cli/audit.py",
-        "        default=defaults.EMA_TEST,",
-        '        default="student",',
+        '("--test", ("welch", "student"), defaults.EMA_TEST,',
+        '("--test", ("welch", "student"), "student",',
         ("tests/test_cli_audit.py::test_the_command_line_and_the_python_api_decide_alike",),
     ),
     Mutant(
@@ -945,28 +997,61 @@ def stub_check(root: Path) -> list[tuple[str, str]]:
     return out
 
 
-def run_mutant(mutant: Mutant, root: Path, timeout: int) -> tuple[str, float]:
-    """Apply ``mutant`` in the copy ``root``, run its tests, restore the file."""
+def run_mutant(mutant: Mutant, root: Path, timeout: int) -> tuple[str, float, str]:
+    """Apply ``mutant`` in the copy ``root``, run its tests until one fails, run that test
+    alone against the mutant, restore the file. Returns the outcome, the seconds of the
+    first run and the killing test (``""`` where none failed)."""
     path = root / mutant.path
     original = path.read_text()
     if mutant.old and original.count(mutant.old) != 1:
-        return "not applied (the code changed: update the mutant)", 0.0
+        return "not applied (the code changed: update the mutant)", 0.0, ""
     path.write_text(original.replace(mutant.old, mutant.new))
     start = time.perf_counter()
+    killer = ""
     try:
-        result = subprocess.run(
-            [sys.executable, "-m", "pytest", "-x", "-q", "-n", "0", "-p", "no:cacheprovider",
-             *BOTH_TIERS, *mutant.tests],
-            cwd=root, capture_output=True, text=True, timeout=timeout,
-            env={**_env(), "PYTHONPATH": str(root)},
-        )  # fmt: skip
+        result = _pytest(root, ("-x", "-rfE", *mutant.tests), timeout)
+        seconds = time.perf_counter() - start
         # exit 5: no test ran, which kills nothing
         outcome = "killed" if result.returncode not in (0, 5) else "SURVIVED"
+        killer = _first_failure(result.stdout)
+        if outcome == "killed" and killer:
+            alone = _pytest(root, (killer,), timeout)
+            if alone.returncode in (0, 5):
+                outcome = "killed (not by the first failing test alone)"
     except subprocess.TimeoutExpired:
-        outcome = "killed (timeout)"
+        outcome, seconds = "killed (timeout)", time.perf_counter() - start
     finally:
         path.write_text(original)
-    return outcome, time.perf_counter() - start
+    return outcome, seconds, killer
+
+
+def _pytest(root: Path, args: tuple[str, ...], timeout: int) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
+         *BOTH_TIERS, *args],
+        cwd=root, capture_output=True, text=True, timeout=timeout,
+        env={**_env(), "PYTHONPATH": str(root)},
+    )  # fmt: skip
+
+
+def _first_failure(stdout: str) -> str:
+    """The node id of the first failed or erroring test in pytest's short summary."""
+    summary = stdout.split("short test summary info", 1)[-1]
+    for line in summary.splitlines():
+        for outcome in ("FAILED ", "ERROR "):
+            if line.startswith(outcome):
+                return line[len(outcome) :].split(" - ")[0].strip()
+    return ""
+
+
+def quick_tier(root: Path, files: set[str]) -> set[str]:
+    """The node ids of the quick tier (pytest's default ``-m "not slow"``) in ``files``."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0", "-p",
+         "no:cacheprovider", *sorted(files)],
+        cwd=root, capture_output=True, text=True, env={**_env(), "PYTHONPATH": str(root)},
+    )  # fmt: skip
+    return {line.strip() for line in done.stdout.splitlines() if "::" in line}
 
 
 def _env() -> dict[str, str]:
@@ -997,31 +1082,43 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 shutil.copyfile(source, root / name)
         tests = tuple(dict.fromkeys(t for m in mutants for t in m.tests))
-        outcome, seconds = run_mutant(dataclasses.replace(baseline, tests=tests), root, 3600)
+        outcome, seconds, _ = run_mutant(dataclasses.replace(baseline, tests=tests), root, 3600)
         if outcome != "SURVIVED":  # the unmutated copy must pass, or every kill is void
             log(f"the tests fail on the unmutated copy ({outcome}); fix them first")
             return 2
         log(f"baseline: the tests pass on the unmutated copy ({seconds:.0f} s)")
         for mutant in mutants:
-            outcome, seconds = run_mutant(mutant, root, args.timeout)
-            log(f"{outcome:>9}  {seconds:6.1f} s  {mutant.name}")
-            rows.append((mutant, outcome, seconds))
+            outcome, seconds, killer = run_mutant(mutant, root, args.timeout)
+            log(f"{outcome:>9}  {seconds:6.1f} s  {mutant.name}  {killer}")
+            rows.append((mutant, outcome, seconds, killer))
         stub = stub_check(root) if args.inconclusive_stub else []
-    killed = sum(o.startswith("killed") for _, o, _ in rows)
+        quick = quick_tier(root, {t for m in mutants for t in m.tests})
+    killed = sum(o.startswith("killed") for _, o, _, _ in rows)
+    alone = sum(o == "killed" for _, o, _, _ in rows)
+    by_quick = sum(o == "killed" and k in quick for _, o, _, k in rows)
     say("# Mutation testing of the decision modules")
     say()
     command = " ".join(sys.argv[1:] if argv is None else argv)
     share = 100 * killed / max(len(rows), 1)
     say(
         f"`python benchmarks/mutation.py {command}`: **{killed} of {len(rows)} mutants "
-        f"killed** ({share:.0f} %); the unmutated copy passes the same tests first."
+        f"killed** ({share:.0f} %), {alone} of them by a test that kills it alone; the "
+        "unmutated copy passes the same tests first. Each mutant runs its tests (both "
+        "tiers) until one fails (`-x`); that test is named, and run again by itself against "
+        f"the mutant. The quick tier (`python -m pytest`) kills at least {by_quick} of "
+        f"{len(rows)} ({100 * by_quick / max(len(rows), 1):.0f} %): those whose named test "
+        "is a quick one (a mutant named by a slow test may still be killed by a quick one "
+        "that ran later)."
     )
     say()
-    say("| mutant | module | tests run | outcome | seconds |")
-    say("|---|---|---|---|---|")
-    for mutant, outcome, seconds in rows:
+    say("| mutant | module | tests run | killed by (alone) | tier | outcome | seconds |")
+    say("|---|---|---|---|---|---|---|")
+    for mutant, outcome, seconds, killer in rows:
         tests = ", ".join(Path(t).name for t in mutant.tests)
-        say(f"| {mutant.name} | `{mutant.path}` | {tests} | {outcome} | {seconds:.0f} |")
+        test = f"`{killer.removeprefix('tests/')}`" if killer else "-"
+        tier = ("quick" if killer in quick else "slow") if killer else "-"
+        say(f"| {mutant.name} | `{mutant.path}` | {tests} | {test} | {tier} | {outcome} "
+            f"| {seconds:.0f} |")  # fmt: skip
     say()
     if stub:
         passed = [t for t, o in stub if o == "PASSED"]

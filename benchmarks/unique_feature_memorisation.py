@@ -52,6 +52,7 @@ import sys
 import time
 import warnings
 from collections import Counter
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -78,6 +79,7 @@ from monai_forget.data import data_root, load_pneumoniamnist
 from monai_forget.memorisation import (
     EarlyStoppingTraining,
     LeakScanConfig,
+    ProbeSettings,
     UniqueFeature,
     inject_feature,
     leak_scan,
@@ -115,9 +117,10 @@ def job_model(data: str, arch: str, kind: str, k: int) -> str:
     train = inject_feature(split.train, index, feature) if kind == "canary" else split.train
     model, rec = trained(key, arch, split, train, seed + k)
     start, cpu = time.perf_counter(), time.process_time()
-    s = memorisation_score(model, split.probes, feature, seed=seed + 7, decoys=25, decoy_seed=0)
+    controls = ProbeSettings(seed=seed + 7)
+    s = memorisation_score(model, split.probes, feature, controls, decoys=25, decoy_seed=0)
     ink = memorisation_score(
-        model, split.probes, feature, seed=seed + 7, random_feature="ink", tests=("student",)
+        model, split.probes, feature, replace(controls, random_feature="ink"), tests=("student",)
     )
     class_y = split.train.subset(np.flatnonzero(split.train.labels == label))
     w = white_box_score(model, class_y, feature, label, seed=seed + 7)

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from monai_forget.cache import CacheEntryError, entry_hash, entry_lock, write_entry
+from monai_forget.checks import check_choice
 from monai_forget.data import LabelledImages
 from monai_forget.fingerprint import data_fingerprint, model_fingerprint
 
@@ -115,8 +116,7 @@ def predict(
             non-finite, or (for ``"probs"``) not probabilities.
         CacheEntryError: a cached entry for this model and data is damaged or replaced.
     """
-    if outputs not in ("logits", "probs"):
-        raise ValueError(f"outputs must be 'logits' or 'probs', got {outputs!r}")
+    check_choice("outputs", outputs, ("logits", "probs"))
     if batch_size < 1:
         raise ValueError(f"batch_size must be positive, got {batch_size}")
     if cache_dir is None:

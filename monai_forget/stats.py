@@ -116,7 +116,7 @@ class TTestResult(NamedTuple):
 
 
 def _check_alternative(alternative: str) -> None:
-    if alternative not in _ALTERNATIVES:
+    if alternative not in _ALTERNATIVES:  # stats imports nothing of the package
         raise ValueError(f"alternative must be one of {_ALTERNATIVES}, got {alternative!r}")
 
 

@@ -20,6 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "monai_forget"
 LAYERS: dict[str, int] = {
     "stats": 0,
     "defaults": 0,
+    "checks": 0,
     "io": 1,
     "scores": 1,
     "fingerprint": 1,

@@ -119,7 +119,7 @@ def test_thresholds_round_trip_and_metric_twin():
     assert compute_ema_pvalue(np.log(qp), ql, again, from_logits=True) == pytest.approx(expected)
 
 
-def test_audit_predictions_decisions():
+def test_reference_audit_decisions():
     rng = np.random.default_rng(11)
     mp, ml = _random_outputs(rng, 200, 4.0)
     np_, nl = _random_outputs(rng, 200, 0.5)
@@ -128,8 +128,8 @@ def test_audit_predictions_decisions():
     qm = Predictions(*_random_outputs(rng, 100, 4.0))
     qn = Predictions(*_random_outputs(rng, 100, 0.5))
     reference = auditor.reference_from_predictions(members, nonmembers)
-    remembered = auditor.audit_predictions(reference, qm)
-    forgotten = auditor.audit_predictions(reference, qn)
+    remembered = reference.audit(qm)
+    forgotten = reference.audit(qn)
     assert forgotten.decision == FORGOTTEN and forgotten.statistic <= 0.1
     assert remembered.details["membership_rate"] > forgotten.details["membership_rate"]
     assert remembered.statistic > forgotten.statistic

@@ -7,7 +7,6 @@ import scipy.stats
 from monai_forget.audit import (
     FORGOTTEN,
     NOT_FORGOTTEN,
-    KSAuditor,
     KSReference,
     ks_calibrated_ratio,
 )
@@ -50,11 +49,11 @@ def _predictions(conf: np.ndarray) -> Predictions:
     return Predictions(np.stack([1 - conf, conf], axis=1), np.ones(len(conf), dtype=int))
 
 
-def test_audit_predictions_result_fields():
+def test_reference_audit_result_fields():
     rng = np.random.default_rng(0)
     q, t, c = rng.uniform(0.9, 1, 30), rng.uniform(0.85, 1, 30), rng.uniform(0.3, 1, 30)
     reference = KSReference.from_predictions(_predictions(q), _predictions(c))
-    result = KSAuditor().audit_predictions(reference, _predictions(t))
+    result = reference.audit(_predictions(t))
     expected = scipy.stats.ks_2samp(q, t).statistic / scipy.stats.ks_2samp(q, c).statistic
     assert result.statistic == pytest.approx(expected)
     assert result.method == "ks" and result.statistic_name == "rho_KS"
@@ -63,11 +62,11 @@ def test_audit_predictions_result_fields():
     np.testing.assert_allclose(result.arrays["target_confidence"], t)
 
 
-def test_audit_predictions_mismatched_lengths():
+def test_reference_audit_mismatched_lengths():
     a = _predictions(np.full(5, 0.9))
     b = _predictions(np.full(6, 0.9))
     with pytest.raises(ValueError, match="same query samples"):
-        KSAuditor().audit_predictions(KSReference.from_predictions(a, a), b)
+        KSReference.from_predictions(a, a).audit(b)
 
 
 def test_metric_twin_accepts_index_one_hot_and_logits():

@@ -16,6 +16,7 @@ from monai_forget.audit import (
     INCONCLUSIVE,
     NOT_FORGOTTEN,
     ReferenceModelAuditor,
+    RoleOutputs,
     refmodel_decision,
 )
 from monai_forget.audit.refmodel import (
@@ -454,8 +455,9 @@ def _clustered_audit(seed: int, grouped: bool, patients: int = 30, slices: int =
         n_references=8,
         groups=groups if grouped else None,
         score="lira",
+        seed=seed,
     )
-    return reference.audit(target, seed=seed)
+    return reference.audit(RoleOutputs(target))
 
 
 def test_groups_are_the_units_of_the_test() -> None:
@@ -479,7 +481,7 @@ def test_groups_are_the_units_of_the_test() -> None:
     with pytest.raises(ValueError, match="one group per sample"):
         _reference_with_groups(query_groups=["p1"])
     with pytest.raises(ValueError, match=r"\{'members': 2, 'nonmembers': 2\} groups"):
-        reference.audit({r: np.zeros(3) for r in ROLES})
+        reference.audit(RoleOutputs({r: np.zeros(3) for r in ROLES}))
 
 
 def _reference_with_groups(query_groups=("p1", "p1", "p2")) -> RefModelReference:
@@ -549,8 +551,9 @@ def _synthetic_site_audit(
         sigma=1.0,
         n_references=8,
         shift_mean={r: np.log(scipy.special.expit(v)) for r, v in reference_logit.items()},
+        seed=seed,
     )
-    return reference.audit(target, seed=seed).decision
+    return reference.audit(RoleOutputs(target)).decision
 
 
 def _site_audit(seed: int, n_query: int) -> str:
@@ -624,7 +627,7 @@ def test_a_target_that_memorises_nothing_measurable_is_the_finding() -> None:
         sigma=1.0,
         n_references=8,
     )
-    result = reference.audit(target, seed=0)
+    result = reference.audit(RoleOutputs(target))
     d = result.details
     assert result.decision == "inconclusive" and d["member_effect_low"] <= 0
     assert abs(d["member_auc"] - 0.5) < 0.07 and d["member_auc"] < d["member_auc_upper"] < 0.65

@@ -211,3 +211,24 @@ def test_the_exposure_command_audits_what_the_injector_planted(tmp_path, capsys)
     assert (tmp_path / "audit" / "exposure.png").stat().st_size > 1000
     assert main(audit) == 2
     assert "already exists" in capsys.readouterr().err
+    # issue 52: the command's verdict and rows are the library's on the same inputs
+    from monai_forget.dicom.manifest import manifest_canaries, manifest_placement
+    from monai_forget.memorisation import LeakScanConfig
+    from monai_forget.memorisation.exposure import canary_exposure
+    from monai_forget.memorisation.pipeline import PipelineProbes
+    from monai_forget.results import jsonable
+
+    manifest = f"{out}.manifest.json"
+    placement = manifest_placement(manifest)
+    config = LeakScanConfig(
+        position=placement["position"], scale=placement["scale"], value=255.0, decoys=99,
+        decoy_seed=record["settings"]["decoy_seed"],
+    )  # fmt: skip
+    api = canary_exposure(
+        torch.jit.load(str(tmp_path / "model.pt")),
+        PipelineProbes.from_bundle(CXR_BUNDLE, probes),
+        manifest_canaries(manifest),
+        config,
+    ).to_dict()
+    for key in ("verdict", "memorised", "flagged_copies", "canaries", "never_planted"):
+        assert json.loads(json.dumps(jsonable(api[key]))) == record[key], key

@@ -113,6 +113,7 @@ def test_folder_all_and_dry_run(tmp_path, capsys):
         (["--text", "A", "--position", "200", "0"], "image is 128x128"),
         (["--text", "A_"], "a character outside the"),
         (["--text", "A", "--all"], "folder inputs only"),
+        (["--random-canaries", "1"], "CT_small.dcm is not a folder"),
     ],
 )
 def test_errors_are_one_line_exit_2(tmp_path, capsys, args, message):

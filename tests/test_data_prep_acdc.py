@@ -297,6 +297,9 @@ def test_h5_dicom_export_refusals_leave_nothing(tmp_path):
     with pytest.raises(ValueError, match="--level slice"):
         run(["acdc-h5", str(root), "-o", str(out), "--dicom-dir", str(tmp_path / "d2"),
              "--level", "volume"])  # fmt: skip
+    volumes, _ = acdc_h5.collect(root, level="volume")
+    with pytest.raises(ValueError, match="is a volume entry: the DICOM export writes one file"):
+        acdc_dicom.dicom_samples(volumes, tmp_path / "d2")  # the library's rule, not the CLI's
     with pytest.raises(ValueError, match="inside the input release"):
         run(["acdc-h5", str(root), "-o", str(out), "--dicom-dir", str(root / "dicom")])
     with h5py.File(root / "data" / "patient001_frame02_slice_2.h5", "a") as f:

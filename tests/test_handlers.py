@@ -3,8 +3,8 @@
 Reference outputs are computed beforehand (``KSAuditor.fit_reference``,
 ``EMAAuditor.fit_reference``); the evaluator then runs only the target over D_Q. The values
 the handlers put in ``engine.state.metrics`` must equal the offline computations
-(``KSAuditor().audit_predictions``, ``ks_calibrated_ratio``, ``ema_pvalue``, and the
-EMA auditor's own ``audit_predictions``) on the very outputs the evaluator produced.
+(``KSReference.audit``, ``ks_calibrated_ratio``, ``ema_pvalue``, and the EMA auditor's
+own reference's ``audit``) on the very outputs the evaluator produced.
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ def _check_against_offline(setup: Setup, metrics: dict, probs: np.ndarray, label
     np.testing.assert_allclose(c.confidence, setup.calibration_confidence, rtol=0, atol=0)
     target = Predictions(probs, labels)
 
-    ks_offline = setup.ks.audit_predictions(KSReference.from_predictions(q, c), target)
+    ks_offline = KSReference.from_predictions(q, c).audit(target)
     ratio = ks_calibrated_ratio(
         confidence(probs, labels), setup.query_confidence, setup.calibration_confidence
     )
@@ -158,9 +158,7 @@ def _check_against_offline(setup: Setup, metrics: dict, probs: np.ndarray, label
     assert metrics["rho_KS"] == pytest.approx(ratio.rho, rel=1e-12, abs=0)
 
     pvalue = ema_pvalue(ema_membership(probs, labels, setup.thresholds), setup.ema.test).pvalue
-    ema_offline = setup.ema.audit_predictions(
-        setup.ema.reference_from_predictions(members, nonmembers), target
-    )
+    ema_offline = setup.ema.reference_from_predictions(members, nonmembers).audit(target)
     assert metrics["rho_EMA"] == pytest.approx(pvalue, rel=1e-12, abs=1e-300)
     assert metrics["rho_EMA"] == pytest.approx(ema_offline.statistic, rel=1e-12, abs=1e-300)
     # The evaluator really ran the target on D_Q: same outputs as the inference module.
@@ -215,11 +213,10 @@ def test_metric_buffers_equal_monai_cumulative(setup: Setup, kind: str) -> None:
     n = len(setup.query)
     if kind == "ks":
         metric = KSCalibratedRatioMetric(
-            setup.query_confidence, setup.calibration_confidence, from_logits=True,
-            check_query=False,
+            setup.query_confidence, setup.calibration_confidence, from_logits=True, check=None,
         )  # fmt: skip
     else:  # random logits, no images: nothing to check the samples with
-        metric = EMAPValueMetric(setup.thresholds, from_logits=True, check_query=False)
+        metric = EMAPValueMetric(setup.thresholds, from_logits=True, check=None)
     reference = Cumulative()
     logits = torch.randn(n, 10, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     labels = torch.tensor(setup.query.labels)

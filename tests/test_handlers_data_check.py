@@ -17,6 +17,7 @@ from monai_forget.audit import KSAuditor, ReferenceModelAuditor
 from monai_forget.data import concat, load_digits
 from monai_forget.handlers import KSCalibratedRatio, ReferenceModelAudit, batch_output
 from monai_forget.handlers.evaluation_audits import decision_line
+from monai_forget.metrics import SampleCheck
 from monai_forget.shadow import ShadowTrainer, SupervisedRecipe
 
 RECIPE = SupervisedRecipe(
@@ -58,8 +59,7 @@ def _ks_handler(setup, on_mismatch="error") -> KSCalibratedRatio:
         setup["ks"].calibration_confidence,
         from_logits=True,
         output_transform=batch_output(image_key="image"),
-        query_hashes=setup["query"].sample_hashes,
-        on_mismatch=on_mismatch,
+        check=SampleCheck(setup["query"].sample_hashes, on_mismatch=on_mismatch),
     )
 
 
@@ -130,12 +130,26 @@ def test_the_check_is_on_by_default(setup) -> None:
         with pytest.raises(ValueError, match=r"200 evaluated sample.s. are not in the audited"):
             _evaluate(setup, foreign, make())
     ks = setup["ks"]
-    with pytest.raises(ValueError, match=r"pass query_hashes=.*or check_query=False"):
+    with pytest.raises(ValueError, match=r"pass check=SampleCheck\(hashes=.*or check=None"):
         KSCalibratedRatio(ks.query_confidence, ks.calibration_confidence, from_logits=True)
-    with pytest.raises(ValueError, match=r"pass query_hashes=.*or check_query=False"):
+    with pytest.raises(ValueError, match=r"pass check=SampleCheck\(hashes=.*or check=None"):
         EMAPValue(ema_reference.thresholds, from_logits=True)
-    unchecked = KSCalibratedRatio(setup["ks"], from_logits=True, check_query=False)
+    unchecked = KSCalibratedRatio(setup["ks"], from_logits=True, check=None)
     assert np.isfinite(_evaluate(setup, partial, unchecked)["stat"])  # the user's choice
+
+
+def test_a_checks_own_hashes_override_the_references(setup) -> None:
+    """``SampleCheck(hashes)`` names the audited samples even where the reference carries
+    D_Q's: the evaluation is checked against the given set, not the reference's."""
+    first = setup["query"].subset(slice(0, 40))
+    given = SampleCheck(first.sample_hashes, on_extra="ignore")
+    handler = KSCalibratedRatio(setup["ks"], from_logits=True, check=given)
+    assert np.isfinite(_evaluate(setup, setup["query"], handler)["stat"])  # 40 found
+    missing = SampleCheck(setup["other"].subset(slice(0, 5)).sample_hashes, on_extra="ignore")
+    with pytest.raises(ValueError, match=r"5 of the 5 samples .* were not evaluated"):
+        _evaluate(
+            setup, setup["query"], KSCalibratedRatio(setup["ks"], from_logits=True, check=missing)
+        )
 
 
 def test_a_query_set_holding_exact_duplicates_is_whole_when_each_copy_is_evaluated(setup):

@@ -95,7 +95,7 @@ def test_outputs_probs_validated() -> None:
     np.testing.assert_allclose(pred.probs, 1 / 3)
     with pytest.raises(ValueError, match="outputs='logits'"):
         predict(_net(), data, outputs="probs")
-    with pytest.raises(ValueError, match="'logits' or 'probs'"):
+    with pytest.raises(ValueError, match=r"outputs must be one of \('logits', 'probs'\)"):
         predict(_net(), data, outputs="scores")
 
 

@@ -16,6 +16,7 @@ from monai_forget.memorisation import (
     Checkpoint,
     EarlyStoppingTraining,
     FeatureProbe,
+    ProbeSettings,
     UniqueFeature,
     memorisation_score,
     select_checkpoints,
@@ -63,20 +64,22 @@ def noise_probes() -> np.ndarray:
 def test_a_model_that_knows_the_feature_is_detected(noise_probes):
     model = MatchedFilter(_template(FEATURE, 12))
     before = noise_probes.copy()
-    s = memorisation_score(model, noise_probes, FEATURE, seed=1, random_feature="ink")
+    s = memorisation_score(
+        model, noise_probes, FEATURE, ProbeSettings(seed=1, random_feature="ink")
+    )
     np.testing.assert_array_equal(noise_probes, before)
     assert s.m > 0 and s.n == 60
     for name, res in s.tests.items():
         assert res.pvalue < 1e-3, name
     # The paper's block-overwrite controls blank the block's other pixels too, which this
     # filter also weighs: still detected, less strongly.
-    assert memorisation_score(model, noise_probes, FEATURE, seed=1).pvalue < 0.01
+    assert memorisation_score(model, noise_probes, FEATURE, ProbeSettings(seed=1)).pvalue < 0.01
 
 
 def test_a_model_blind_to_the_feature_region_scores_zero(noise_probes):
     t = np.zeros((12, 12), np.float32)
     t[8:, 8:] = 1.0  # looks only at the bottom-right corner
-    s = memorisation_score(MatchedFilter(t), noise_probes, FEATURE, seed=1)
+    s = memorisation_score(MatchedFilter(t), noise_probes, FEATURE, ProbeSettings(seed=1))
     assert s.m == 0.0
     assert all(res.pvalue == 1.0 for res in s.tests.values())
 
@@ -84,15 +87,17 @@ def test_a_model_blind_to_the_feature_region_scores_zero(noise_probes):
 def test_an_unrelated_pattern_is_not_detected(noise_probes):
     # The model knows "A"; asking about "T" (a different feature) gives no evidence.
     model = MatchedFilter(_template(FEATURE, 12))
-    s = memorisation_score(model, noise_probes, UniqueFeature.from_text("T", (1, 1)), seed=1)
+    s = memorisation_score(
+        model, noise_probes, UniqueFeature.from_text("T", (1, 1)), ProbeSettings(seed=1)
+    )
     assert s.pvalue > 0.05
 
 
 def test_score_is_reproducible_by_seed(noise_probes):
     model = MatchedFilter(_template(FEATURE, 12), gain=0.5)
-    a = memorisation_score(model, noise_probes, FEATURE, seed=3)
-    b = memorisation_score(model, noise_probes, FEATURE, seed=3)
-    c = memorisation_score(model, noise_probes, FEATURE, seed=4)
+    a = memorisation_score(model, noise_probes, FEATURE, ProbeSettings(seed=3))
+    b = memorisation_score(model, noise_probes, FEATURE, ProbeSettings(seed=3))
+    c = memorisation_score(model, noise_probes, FEATURE, ProbeSettings(seed=4))
     assert a.m == b.m and a.pvalue == b.pvalue
     assert a.m != c.m  # fresh random controls
 
@@ -107,7 +112,7 @@ def test_bad_probes_are_refused(noise_probes):
     with pytest.raises(ValueError, match="does not fit"):
         memorisation_score(model, noise_probes[:, :, :5, :5], FEATURE)
     with pytest.raises(ValueError, match="not probabilities"):
-        memorisation_score(model, noise_probes, FEATURE, outputs="probs")
+        memorisation_score(model, noise_probes, FEATURE, ProbeSettings(outputs="probs"))
 
 
 def test_in_distribution_probes_warn(noise_probes):
@@ -152,7 +157,7 @@ def test_metric_over_batches_equals_memorisation_score(noise_probes):
         for start in range(0, 60, 16):  # uneven batches: 16, 16, 16, 12
             metric(probe(torch.from_numpy(noise_probes[start : start + 16])))
     m = metric.aggregate()
-    ref = memorisation_score(model, noise_probes, FEATURE, seed=2)
+    ref = memorisation_score(model, noise_probes, FEATURE, ProbeSettings(seed=2))
     assert m == pytest.approx(ref.m, rel=1e-5)
     assert metric.last_score.pvalue == pytest.approx(ref.pvalue, rel=1e-4)
     probe.reset()
@@ -176,7 +181,7 @@ def test_handler_in_a_supervised_evaluator(noise_probes):
         key_val_metric={"M": UniqueFeatureMemorisation()},
     )
     evaluator.run()
-    ref = memorisation_score(model, noise_probes, FEATURE, seed=2)
+    ref = memorisation_score(model, noise_probes, FEATURE, ProbeSettings(seed=2))
     assert evaluator.state.metrics["M"] == pytest.approx(ref.m, rel=1e-5)
 
 
@@ -219,7 +224,7 @@ def test_tracker_logs_m_each_epoch_of_a_supervised_trainer(digits, caplog):
     assert trainer.state.metrics["memorisation_M_p"] == p[-1]
     assert set(tracker.history[-1].score.tests) == {"student", "paired"}
     assert sum("epoch 3: M =" in r.getMessage() for r in caplog.records) == 1
-    final = memorisation_score(net, probes, FEATURE, seed=3)
+    final = memorisation_score(net, probes, FEATURE, ProbeSettings(seed=3))
     assert final.m == pytest.approx(m[-1], rel=1e-9)
     assert net.training  # the tracker restores the training flag
 

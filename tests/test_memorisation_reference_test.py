@@ -12,7 +12,12 @@ import torch
 from test_memorisation_scan import ARGS, knows
 
 from monai_forget.cli import main
-from monai_forget.memorisation import UniqueFeature, memorisation_score, reference_test
+from monai_forget.memorisation import (
+    ProbeSettings,
+    UniqueFeature,
+    memorisation_score,
+    reference_test,
+)
 
 
 def test_prediction_test_hand_worked():
@@ -74,21 +79,19 @@ def _references():
 def test_score_against_references(probes):
     mary = UniqueFeature.from_text("MARY", (1, 1))
     refs = _references()
-    score = memorisation_score(knows("MARY"), probes, mary, seed=3, references=refs)
+    score = memorisation_score(knows("MARY"), probes, mary, ProbeSettings(seed=3), references=refs)
     # Each reference's M is what the plain score gives that model (same controls).
-    alone = [memorisation_score(r, probes, mary, seed=3).m for r in refs]
+    alone = [memorisation_score(r, probes, mary, ProbeSettings(seed=3)).m for r in refs]
     np.testing.assert_allclose(score.reference.reference_m, alone)
     assert score.reference.m == score.m
     assert score.reference.pvalue < 0.01
     assert "reference models" in score.summary() and "reference" in score.to_dict()
-    other = memorisation_score(knows("JOHN"), probes, mary, seed=3, references=refs)
+    other = memorisation_score(knows("JOHN"), probes, mary, ProbeSettings(seed=3), references=refs)
     assert other.reference.pvalue > 0.05
     with pytest.raises(ValueError, match="at least 2 references"):
         memorisation_score(knows("MARY"), probes, mary, references=refs[:1])
     with pytest.raises(ValueError, match="integer seed"):
-        memorisation_score(
-            knows("MARY"), probes, mary, seed=np.random.default_rng(0), references=refs
-        )
+        ProbeSettings(seed=np.random.default_rng(0))  # type: ignore[arg-type]
 
 
 def test_cli_score_with_reference_models(probes, tmp_path, capsys):

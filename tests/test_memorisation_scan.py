@@ -136,7 +136,7 @@ def test_name_decoys_carry_what_names_share(probes):
     assert anna["letters"] < anna["names"]
     assert "ANNA" not in names.significant_names()
     assert names.provenance["versions"]["faker"]
-    with pytest.raises(ValueError, match="unknown decoy source"):
+    with pytest.raises(ValueError, match="decoy_source must be one of"):
         LeakScanConfig(decoy_source="words")
 
 
@@ -183,9 +183,9 @@ def test_scan_refuses_bad_rosters_without_repeating_names(probes):
     with pytest.raises(ValueError, match=r"do not fit 28x28.*entry 2.*at most 4 characters") as err:
         leak_scan(model, probes, ["EVE", "ALEXANDRA"])
     assert "ALEXANDRA" not in str(err.value)
-    with pytest.raises(ValueError, match="unknown correction"):
+    with pytest.raises(ValueError, match="correction must be one of"):
         LeakScanConfig(correction="holm")
-    with pytest.raises(ValueError, match="unknown test"):
+    with pytest.raises(ValueError, match="test must be one of"):
         LeakScanConfig(test="z")
     with pytest.raises(ValueError, match=r"alpha must be in \(0, 1\)"):
         LeakScanConfig(alpha=1.0)
@@ -492,3 +492,38 @@ def test_scan_on_real_mnist_models_across_training_seeds(shared_data):
             assert control_result.significant_names() == [], seed
     finally:
         torch.set_num_threads(threads)
+
+
+def test_cli_score_and_scan_give_the_librarys_results(cli_files, tmp_path, capsys):
+    """Issue 52: ``memorisation score`` and ``memorisation scan`` (their defaults) decide as
+    ``memorisation_score`` + ``MemorisationScore.significant`` and ``leak_scan`` (the
+    library's defaults) on the same model, probes and decoy seed."""
+    from monai_forget.data import load_images
+    from monai_forget.memorisation import memorisation_score
+
+    probes = load_images(cli_files / "probes.npz")
+    model = MLP1(**ARGS)
+    model.load_state_dict(torch.load(cli_files / "model.pt", weights_only=True))
+    verdicts = {}
+    for text in ("MARY", "BOB"):  # the model knows MARY, not BOB
+        out = tmp_path / f"{text}.json"
+        assert main(["memorisation", "score", *_model_args(cli_files), "--text", text,
+                     "--decoys", "49", "--decoy-seed", "4", "--out", str(out)]) == 0  # fmt: skip
+        said = capsys.readouterr().out.splitlines()[0]
+        api = memorisation_score(
+            model, probes, UniqueFeature.from_text(text), decoys=49, decoy_seed=4
+        )
+        cli = json.loads(out.read_text())
+        expected = json.loads(json.dumps(api.to_dict(per_probe=True)))
+        assert {k: cli[k] for k in expected} == expected
+        verdicts[text] = api.significant()
+        assert ("no evidence of memorisation" not in said) is verdicts[text], said
+    assert verdicts == {"MARY": True, "BOB": False}
+    scan = tmp_path / "scan"
+    command = ["memorisation", "scan", *_model_args(cli_files), "--roster",
+               str(cli_files / "roster.csv"), "--decoy-seed", "4", "--out", str(scan)]  # fmt: skip
+    assert main(command) == 0
+    cli_rows = json.loads((scan / "leak_scan.json").read_text())["rows"]
+    result = leak_scan(model, probes.images, ROSTER, LeakScanConfig(decoy_seed=4))
+    api_rows = json.loads(json.dumps(result.to_dict()["rows"]))
+    assert cli_rows == api_rows and [r["name"] for r in api_rows if r["significant"]] == ["MARY"]

@@ -8,7 +8,7 @@ import markupsafe
 import numpy as np
 import pytest
 
-from monai_forget.audit import AuditResult, KSAuditor, KSReference, render_report, write_report
+from monai_forget.audit import AuditResult, KSReference, render_report, write_report
 from monai_forget.inference import Predictions
 
 
@@ -20,7 +20,7 @@ def _ks_result(rho_inputs=(0.95, 0.9, 0.5)) -> AuditResult:
     ]
     target, query_shadow, calibration_shadow = preds
     reference = KSReference.from_predictions(query_shadow, calibration_shadow)
-    return KSAuditor().audit_predictions(reference, target, label="provider <C>")
+    return reference.audit(target, label="provider <C>")
 
 
 def test_json_round_trip_keeps_every_field(tmp_path):
@@ -74,7 +74,7 @@ def test_report_has_table_escaped_labels_and_valid_png(tmp_path):
 
 
 def _refmodel_result(shift: float, label: str, member_shift: float = 1.5) -> AuditResult:
-    from monai_forget.audit import RefModelReference
+    from monai_forget.audit import RefModelReference, RoleOutputs
 
     rng = np.random.default_rng(1)
     sizes = {"query": 40, "members": 300, "nonmembers": 300}
@@ -91,7 +91,7 @@ def _refmodel_result(shift: float, label: str, member_shift: float = 1.5) -> Aud
         "members": rng.normal(member_shift, 1, 300),
         "nonmembers": rng.normal(0, 1, 300),
     }
-    return reference.audit(phi, label=label)
+    return reference.audit(RoleOutputs(phi), label=label)
 
 
 def test_report_leads_with_one_verdict_per_scenario_decided_by_reference_models():

@@ -454,7 +454,7 @@ def test_reference_model_audit_of_a_provider(scenario: dict, folder: str) -> Non
     audits inconclusive (4 scores, 2 learning rates; docs/reference_auditor.md). The
     decision rates of models with the power (the cpu profile, per-patient AUC 0.80) are
     measured over 5 trainings in benchmarks/results/acdc_audit_calibration.md."""
-    from monai_forget.audit import RefModelReference
+    from monai_forget.audit import RefModelReference, RoleOutputs
 
     out = scenario["seg"] / "audit" / folder
     saved = json.loads((out / "refmodel.json").read_text())
@@ -470,7 +470,7 @@ def test_reference_model_audit_of_a_provider(scenario: dict, folder: str) -> Non
     assert reference.n_references == CALIBRATION["n_references"]
     assert saved["sizes"]["query"] == len(patients["query"]) >= 4
     target = {r: np.asarray(saved["arrays"][f"{r}_target_signal"]) for r in patients}
-    again = reference.audit(target, seed=0)
+    again = reference.audit(RoleOutputs(target))
     assert saved["statistic"] == pytest.approx(again.statistic)
     assert saved["decision"] == again.decision
     details = saved["details"]

@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from monai_forget.audit import RefModelReference
+from monai_forget.audit import RefModelReference, RoleOutputs
 from monai_forget.bundles.segmentation import SegmentationAuditSetup
 from monai_forget.bundles.segmentation_refmodel import SegmentationReferenceAudit, patient_logits
 from monai_forget.segmentation import SCORE_NAMES, SegmentationScores
@@ -197,7 +197,7 @@ def test_remembered_and_forgotten_provider(tmp_path: Path) -> None:
         r: np.asarray(saved["arrays"][f"{r}_target_signal"])
         for r in ("query", "members", "nonmembers")
     }
-    again = reference.audit(target, seed=0)
+    again = reference.audit(RoleOutputs(target))
     assert saved["statistic"] == pytest.approx(again.statistic)
     assert saved["decision"] == again.decision
     assert (tmp_path / "kept" / "refmodel_report.html").is_file()

@@ -19,6 +19,7 @@ from monai_forget.handlers.segmentation import (
     SlicewiseHausdorffDistance,
     membership_output,
 )
+from monai_forget.metrics import SampleCheck
 from monai_forget.metrics.segmentation import compute_slicewise_hausdorff_distance
 from monai_forget.segmentation import (
     SCORE_NAMES,
@@ -185,8 +186,8 @@ def test_score_model_caches_and_handlers_reproduce_the_audit(tmp_path: Path) -> 
         inferer=SlidingWindowInferer(roi_size=(16, 16), mode="constant"),
         key_val_metric={"fg_conf": SegmentationMembershipScores("foreground_confidence")},
         additional_metrics={
-            "rho_KS": KSCalibratedRatio(ks, output_transform=adapter, query_hashes=audited),
-            "rho_EMA": EMAPValue(ema, output_transform=adapter, query_hashes=audited),
+            "rho_KS": KSCalibratedRatio(ks, output_transform=adapter, check=SampleCheck(audited)),
+            "rho_EMA": EMAPValue(ema, output_transform=adapter, check=SampleCheck(audited)),
         },
     )
     evaluator.run()

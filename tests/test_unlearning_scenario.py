@@ -194,12 +194,9 @@ def test_ema_with_a_given_split_trains_the_reference_on_its_members(tmp_path) ->
     split = fed.calibration_split["site-1"]
     result = auditor.audit(target, fed.clients["site-1"], split, label="x")
     reference = auditor._train(split[0])
-    expected = auditor.audit_predictions(
-        auditor.reference_from_predictions(
-            auditor._predict(reference, split[0]), auditor._predict(reference, split[1])
-        ),
-        auditor._predict(target, fed.clients["site-1"]),
-    )
+    expected = auditor.reference_from_predictions(
+        auditor._predict(reference, split[0]), auditor._predict(reference, split[1])
+    ).audit(auditor._predict(target, fed.clients["site-1"]))
     assert result.statistic == pytest.approx(expected.statistic)
     assert result.decision == expected.decision
     assert result.provenance["options"]["calibration_split"] == "given"

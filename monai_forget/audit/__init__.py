@@ -4,6 +4,7 @@ from monai_forget.audit.auditors import (
     Calibration,
     EMAAuditor,
     KSAuditor,
+    Reference,
     ShadowAuditor,
     WithdrawalAuditor,
 )
@@ -19,7 +20,7 @@ from monai_forget.audit.ks import KSRatio, KSReference, ks_calibrated_ratio, ks_
 from monai_forget.audit.reference import REFERENCE_VERSION, AuditReference
 from monai_forget.audit.refmodel import refmodel_decision
 from monai_forget.audit.refmodel_auditor import ReferenceModelAuditor
-from monai_forget.audit.refmodel_reference import RefModelReference
+from monai_forget.audit.refmodel_reference import RefModelReference, RoleOutputs
 from monai_forget.audit.report import render_report, write_report
 from monai_forget.audit.result import FORGOTTEN, INCONCLUSIVE, NOT_FORGOTTEN, AuditResult
 
@@ -38,7 +39,9 @@ __all__ = [
     "KSRatio",
     "KSReference",
     "RefModelReference",
+    "Reference",
     "ReferenceModelAuditor",
+    "RoleOutputs",
     "ShadowAuditor",
     "WithdrawalAuditor",
     "ema_decision",

@@ -2,21 +2,24 @@
 on data the auditor controls, learn a reference from them, and audit the target.
 
 Every auditor (these two and :class:`~monai_forget.audit.ReferenceModelAuditor`) follows
-one protocol (:class:`WithdrawalAuditor`):
+one protocol (:class:`WithdrawalAuditor`), and what it learns one more (:class:`Reference`):
 
-- ``fit_reference(query, calibration, ...)``: what it learns before any target is seen
-  (a :class:`~monai_forget.audit.ks.KSReference`,
+- ``auditor.fit_reference(query, calibration, ...)``: what it learns before any target is
+  seen (a :class:`~monai_forget.audit.ks.KSReference`,
   :class:`~monai_forget.audit.ema.EMAReference` or
   :class:`~monai_forget.audit.refmodel_reference.RefModelReference`); the
   evaluation-time metrics, handlers and the bundles' ``reference.json`` are built from
   it;
-- ``audit(target, query, calibration, *, label)``: the whole flow, with provenance;
-- ``audit_predictions(reference, target, *, label)``: the audit of the target's outputs
-  computed elsewhere against a reference (fitted, loaded, or built from outputs:
-  ``KSReference.from_predictions``, :meth:`EMAAuditor.reference_from_predictions`).
+- ``auditor.audit(target, query, calibration, *, label)``: the whole flow, with
+  provenance;
+- ``reference.audit(outputs, *, label)``: the audit of the target's outputs computed
+  elsewhere (typed: :class:`~monai_forget.inference.Predictions` on D_Q for K-S and EMA,
+  :class:`~monai_forget.audit.refmodel_reference.RoleOutputs` on the audit set for the
+  reference models) against a reference fitted, loaded, or built from outputs
+  (``KSReference.from_predictions``, :meth:`EMAAuditor.reference_from_predictions`).
 
 Each returns one frozen :class:`~monai_forget.audit.result.AuditResult`; both routes
-decide the same way on the same outputs.
+decide the same way on the same outputs, with the same details.
 
 A calibration set may be given whole, or as a ``(members, non-members)`` pair when its
 samples are correlated within groups (the slices of one patient) and must be split by
@@ -27,16 +30,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
 import torch
 from torch import nn
 
 from monai_forget.audit.ema import PAPER_METRICS, EMAReference, TestName
-from monai_forget.audit.ema_fit import ThresholdBy, Variant, check_variant
+from monai_forget.audit.ema_fit import ThresholdBy, Variant, check_metrics, check_variant
 from monai_forget.audit.ks import KSReference
 from monai_forget.audit.query_checks import check_labels_fit, check_query_images
 from monai_forget.audit.result import AuditResult
+from monai_forget.checks import check_choice, check_fraction
 from monai_forget.data import DataOverlapError, LabelledImages, check_disjoint
 from monai_forget.defaults import EMA_ALPHA
 from monai_forget.fingerprint import data_fingerprint, model_fingerprint
@@ -88,17 +92,22 @@ def _whole(calibration: Calibration) -> LabelledImages:
 
 
 @runtime_checkable
+class Reference(Protocol):
+    """What every auditor learns: it audits a target's outputs (the module docstring)."""
+
+    def audit(self, outputs: Any, /, *, label: str = "") -> AuditResult: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
 class WithdrawalAuditor(Protocol):
     """What every withdrawal auditor offers (the module docstring)."""
 
-    def fit_reference(self, query: LabelledImages, calibration: Any, /) -> Any: ...
+    def fit_reference(self, query: LabelledImages, calibration: Any, /) -> Reference: ...
 
     def audit(
         self, target: nn.Module, query: LabelledImages, calibration: Any, /, *, label: str = ""
-    ) -> AuditResult: ...
-
-    def audit_predictions(
-        self, reference: Any, target: Any, /, *, label: str = ""
     ) -> AuditResult: ...
 
 
@@ -131,6 +140,26 @@ class ShadowAuditor:
     cache_entries_: dict[str, str] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+
+    def audit(
+        self,
+        target: nn.Module,
+        query: LabelledImages,
+        calibration: Calibration,
+        *,
+        label: str = "",
+    ) -> AuditResult:
+        """Has ``target`` forgotten ``query``? ``calibration`` (D_C, whole or as its
+        ``(members, non-members)`` split) must share no sample with it."""
+        whole = _whole(calibration)
+        check_labels_fit(target, {"query set D_Q": query, "calibration set D_C": whole})
+        return self._audit_checked(target, query, calibration, label)
+
+    def _audit_checked(
+        self, target: nn.Module, query: LabelledImages, calibration: Calibration, label: str
+    ) -> AuditResult:
+        """The audit once the sets are checked (each auditor's own)."""
+        raise NotImplementedError
 
     def _start(self, query: LabelledImages, calibration: LabelledImages) -> None:
         self.cache_entries_ = {}
@@ -218,33 +247,18 @@ class KSAuditor(ShadowAuditor):
         reference = self._fit(query, _whole(calibration))[0]
         return replace(reference, query_hashes=tuple(query.sample_hashes))
 
-    def audit(
-        self,
-        target: nn.Module,
-        query: LabelledImages,
-        calibration: Calibration,
-        *,
-        label: str = "",
+    def _audit_checked(
+        self, target: nn.Module, query: LabelledImages, calibration: Calibration, label: str
     ) -> AuditResult:
-        """Has ``target`` forgotten ``query``? ``calibration`` must share no sample with it."""
-        calibration = _whole(calibration)
-        check_labels_fit(target, {"query set D_Q": query, "calibration set D_C": calibration})
-        reference, shadows = self._fit(query, calibration)
+        whole = _whole(calibration)
+        reference, shadows = self._fit(query, whole)
         result = reference.audit(self._predict(target, query), label=label)
         return result.adding(
-            sizes={"calibration": len(calibration)},
+            sizes={"calibration": len(whole)},
             provenance=self._provenance(
-                {"target": target, **shadows}, {"query": query, "calibration": calibration}
+                {"target": target, **shadows}, {"query": query, "calibration": whole}
             ),
         )
-
-    def audit_predictions(
-        self, reference: KSReference, target: Predictions, *, label: str = ""
-    ) -> AuditResult:
-        """The audit of the target's outputs on D_Q against a reference (from
-        :meth:`fit_reference`, or ``KSReference.from_predictions(query_shadow,
-        calibration_shadow)`` on outputs computed beforehand)."""
-        return reference.audit(target, label=label)
 
 
 @dataclass
@@ -295,13 +309,14 @@ class EMAAuditor(ShadowAuditor):
         return cls(**{**settings, **options})
 
     def __post_init__(self) -> None:
+        # refused here, before any shadow model trains
         check_variant(self.variant)
-        if not 0.0 < self.alpha < 1.0:
-            raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
-        if not 0.0 < self.member_fraction < 1.0:
-            raise ValueError(f"member_fraction must be in (0, 1), got {self.member_fraction}")
-        if self.calibration_outputs not in ("shadow", "target"):
-            raise ValueError("calibration_outputs must be 'shadow' or 'target'")
+        check_metrics(self.metrics)
+        check_choice("threshold_by", self.threshold_by, get_args(ThresholdBy))
+        check_choice("test", self.test, get_args(TestName))
+        check_fraction("alpha", self.alpha)
+        check_fraction("member_fraction", self.member_fraction)
+        check_choice("calibration_outputs", self.calibration_outputs, ("shadow", "target"))
 
     def _split(self, calibration: Calibration) -> tuple[LabelledImages, LabelledImages]:
         if isinstance(calibration, tuple):
@@ -362,43 +377,16 @@ class EMAAuditor(ShadowAuditor):
             test=self.test,
         )
 
-    def audit(
-        self,
-        target: nn.Module,
-        query: LabelledImages,
-        calibration: Calibration,
-        *,
-        label: str = "",
+    def _audit_checked(
+        self, target: nn.Module, query: LabelledImages, calibration: Calibration, label: str
     ) -> AuditResult:
-        """Has ``target`` forgotten ``query``? ``calibration`` must share no sample with it."""
         whole = _whole(calibration)
-        check_labels_fit(target, {"query set D_Q": query, "calibration set D_C": whole})
         self._start(query, whole)
         reference, model, _ = self._fit(calibration, target)
-        return self.audit_predictions(reference, self._predict(target, query), label=label).adding(
+        return reference.audit(self._predict(target, query), label=label).adding(
             provenance=self._provenance(
                 {"target": target, "calibration_reference": model},
                 {"query": query, "calibration": whole},
                 **({"calibration_split": "given"} if isinstance(calibration, tuple) else {}),
             )
         )
-
-    def audit_predictions(
-        self, reference: EMAReference, target: Predictions, *, label: str = ""
-    ) -> AuditResult:
-        """The audit of the target's outputs on D_Q against a reference (from
-        :meth:`fit_reference`, or :meth:`reference_from_predictions` on the reference
-        model's outputs on the calibration members and non-members)."""
-        return reference.audit(target, label=label).adding(
-            sizes=_split_sizes(reference), provenance={"options": self._options()}
-        )
-
-
-def _split_sizes(reference: EMAReference) -> dict[str, int]:
-    """The calibration split's sizes, where the reference keeps its scores."""
-    return {
-        f"calibration_{role}": len(next(iter(scores.values())))
-        for role, scores in (("members", reference.member_scores),
-                             ("nonmembers", reference.nonmember_scores))
-        if scores
-    }  # fmt: skip

@@ -39,6 +39,7 @@ from monai_forget.audit.ema_fit import (
     fit_thresholds_from_scores,
 )
 from monai_forget.audit.result import FORGOTTEN, NOT_FORGOTTEN, AuditResult
+from monai_forget.checks import check_choice, check_fraction
 from monai_forget.defaults import EMA_ALPHA, EMA_METRICS
 from monai_forget.inference import Predictions
 from monai_forget.scores import check_probabilities
@@ -102,8 +103,7 @@ def ema_pvalue(
     """
     membership = np.asarray(membership, dtype=np.float64)
     ones = np.ones_like(membership)
-    if test not in ("welch", "student"):
-        raise ValueError(f"test must be 'welch' or 'student', got {test!r}")
+    check_choice("test", test, ("welch", "student"))
     if variant == "reference-code":
         if membership.mean() == 1.0:
             return TTestResult(0.0, 1.0, float(2 * len(ones) - 2))
@@ -140,10 +140,8 @@ class EMAReference:
     query_hashes: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.alpha < 1.0:
-            raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
-        if self.test not in ("welch", "student"):
-            raise ValueError(f"test must be 'welch' or 'student', got {self.test!r}")
+        check_fraction("alpha", self.alpha)
+        check_choice("test", self.test, ("welch", "student"))
 
     @classmethod
     def from_predictions(
@@ -185,7 +183,7 @@ class EMAReference:
         """:func:`ema_decision` at this reference's alpha."""
         return ema_decision(pvalue, self.alpha)
 
-    def audit(self, target: Predictions, *, label: str = "") -> AuditResult:
+    def audit(self, target: Predictions, /, *, label: str = "") -> AuditResult:
         """The audit of the target's outputs on D_Q against these thresholds."""
         th = self.thresholds
         if target.probs.shape[1] != th.num_classes:
@@ -212,7 +210,7 @@ class EMAReference:
                 "variant": th.variant,
                 "thresholds": th.to_dict(),
             },
-            sizes={"query": len(target)},
+            sizes={"query": len(target), **self._split_sizes()},
             arrays={
                 "membership": membership,
                 **{f"query_{m}": s for m, s in query.items()},
@@ -221,6 +219,15 @@ class EMAReference:
             },
             label=label,
         )
+
+    def _split_sizes(self) -> dict[str, int]:
+        """The calibration split's sizes, where this reference keeps its scores."""
+        return {
+            f"calibration_{role}": len(next(iter(scores.values())))
+            for role, scores in (("members", self.member_scores),
+                                 ("nonmembers", self.nonmember_scores))
+            if scores
+        }  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         """The thresholds, alpha and test (the calibration scores are not kept)."""

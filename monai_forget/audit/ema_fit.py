@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from monai_forget.checks import check_choice
 from monai_forget.defaults import EMA_METRICS
 from monai_forget.scores import MEMBERSHIP_METRICS, check_probabilities, membership_scores
 from monai_forget.stats import best_balanced_threshold
@@ -47,8 +48,7 @@ def classes_of(probs: np.ndarray, labels: np.ndarray, by: ThresholdBy) -> np.nda
 
 
 def check_variant(variant: str) -> None:
-    if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    check_choice("variant", variant, VARIANTS)
 
 
 def check_metrics(metrics: tuple[str, ...]) -> None:

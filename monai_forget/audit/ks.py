@@ -122,7 +122,7 @@ class KSReference:
             target_confidence, self.query_confidence, self.calibration_confidence
         )
 
-    def audit(self, target: Predictions, *, label: str = "") -> AuditResult:
+    def audit(self, target: Predictions, /, *, label: str = "") -> AuditResult:
         """The audit of the target's outputs on D_Q against this reference."""
         if len(target) != len(self):
             raise ValueError(

@@ -56,6 +56,7 @@ from monai_forget.audit.result import (
     strength_text,
 )
 from monai_forget.audit.shift_check import shift_features
+from monai_forget.checks import check_choice, check_fraction
 from monai_forget.data import DataOverlapError, LabelledImages, check_disjoint, concat
 from monai_forget.defaults import REFMODEL_ALPHA, REFMODEL_MARGIN
 from monai_forget.fingerprint import model_fingerprint
@@ -225,11 +226,9 @@ class ReferenceModelAuditor(ShadowAuditor):
                 f"n_references={self.n_references}: the reference-model audit needs at least "
                 f"{MIN_REFERENCES} reference models (8 or more for power)"
             )
-        if not 0.0 < self.reference_fraction < 1.0:
-            raise ValueError(f"reference_fraction must be in (0, 1), got {self.reference_fraction}")
+        check_fraction("reference_fraction", self.reference_fraction)
         check_levels(self.alpha, self.margin)
-        if self.score not in SCORES:
-            raise ValueError(f"score must be one of {SCORES}, got {self.score!r}")
+        check_choice("score", self.score, SCORES)
         self._check_setting()
         if self.group_pattern is not None:
             try:
@@ -241,8 +240,7 @@ class ReferenceModelAuditor(ShadowAuditor):
                 ) from err
 
     def _check_setting(self) -> None:
-        if self.setting not in SETTINGS:
-            raise ValueError(f"setting must be one of {SETTINGS}, got {self.setting!r}")
+        check_choice("setting", self.setting, SETTINGS)
         if self.setting == "online" and self.score != "rmia":
             raise ValueError(
                 f"the online setting is built for RMIA's score, not {self.score!r}: use "
@@ -358,6 +356,7 @@ class ReferenceModelAuditor(ShadowAuditor):
             groups=self._groups(roles),
             score=self.score,
             setting=self.setting,
+            seed=self.seed,
             shift_mean=(
                 by_role(shift_features(self.score, phi, np.stack(probs)))
                 if self.score == "rmia"
@@ -436,13 +435,8 @@ class ReferenceModelAuditor(ShadowAuditor):
             check_labels_fit(target, {"query set D_Q": query, **known, **extra})
         reference, roles, population = self._fit(query, calibration, population, site)
         refuse_target_as_reference(target, self.reference_models_)
-        signal = {}
-        for role in ROLES:
-            out = self._predict(target, roles[role])
-            signal[role] = reference.signal(out.probs, out.labels)
-            if role == "nonmembers":
-                accuracy = float(np.mean(out.probs.argmax(1) == out.labels))
-        result = reference.audit(signal, label=label, target_accuracy=accuracy, seed=self.seed)
+        outputs = reference.outputs({role: self._predict(target, roles[role]) for role in ROLES})
+        result = reference.audit(outputs, label=label)
         # every model that decided, by content (SHA-256 of its weights)
         references = {f"reference_{k}": m for k, m in enumerate(self.reference_models_)}
         return result.adding(
@@ -455,13 +449,6 @@ class ReferenceModelAuditor(ShadowAuditor):
                 {"target": target, **references}, {**roles, "population": population}
             ),
         )
-
-    def audit_predictions(
-        self, reference: RefModelReference, target: dict[str, np.ndarray], *, label: str = ""
-    ) -> AuditResult:
-        """The audit of the target's signal on each role (``reference.signal`` of its
-        outputs on ``roles_[role]``, in the reference's order), computed elsewhere."""
-        return reference.audit(target, label=label, seed=self.seed)
 
 
 def _design(result: AuditResult) -> dict[str, Any]:

@@ -3,6 +3,7 @@ audit of a target against it (statistics in :mod:`~monai_forget.audit.refmodel`)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,10 +30,29 @@ from monai_forget.audit.result import (
     strength_text,
 )
 from monai_forget.audit.shift_check import ShiftCheck, shift_check
+from monai_forget.checks import check_choice, check_fraction
 from monai_forget.defaults import REFMODEL_ALPHA, REFMODEL_MARGIN
+from monai_forget.inference import Predictions
 from monai_forget.stats import auc_upper_bound
 
-__all__ = ["RefModelReference", "check_levels", "decision_reason", "refmodel_rule"]
+__all__ = ["RefModelReference", "RoleOutputs", "check_levels", "decision_reason", "refmodel_rule"]
+
+
+@dataclass(frozen=True)
+class RoleOutputs:
+    """A target's outputs on a reference's audit set, role by role, in the reference's
+    order: what :meth:`RefModelReference.audit` takes (built from class probabilities by
+    :meth:`RefModelReference.outputs`).
+
+    Attributes:
+        signal: role -> (N,) the target's signal (:meth:`RefModelReference.signal`).
+        accuracy: the target's accuracy on the known non-members, compared with the
+            reference models' (NaN where the outputs are not a classifier's, e.g. a
+            segmentation network's per-patient scores).
+    """
+
+    signal: Mapping[str, np.ndarray]
+    accuracy: float = float("nan")
 
 
 @dataclass(frozen=True)
@@ -70,6 +90,8 @@ class RefModelReference:
             RMIA's ``Pr(x)`` is the offline approximation; ``"online"``: each scored
             sample is in half of them (pairs on complementary halves), and ``Pr(x)`` is
             their mean (RMIA with ``a = 1``).
+        seed: seeds the audit's cross-fitting folds and permutations (the auditor's), so
+            every route to an audit of the same outputs gives the same p-value.
     """
 
     hashes: dict[str, np.ndarray]
@@ -84,14 +106,14 @@ class RefModelReference:
     score: str = "rmia"
     shift_mean: dict[str, np.ndarray] | None = None
     setting: str = "offline"
+    seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if set(self.hashes) != set(ROLES):
             raise ValueError(f"a reference needs the roles {ROLES}, got {sorted(self.hashes)}")
         check_levels(self.alpha, self.margin)
-        if self.score not in SCORES:
-            raise ValueError(f"score must be one of {SCORES}, got {self.score!r}")
+        check_choice("score", self.score, SCORES)
         if self.setting not in ("offline", "online") or (
             self.setting == "online" and self.score != "rmia"
         ):
@@ -112,8 +134,21 @@ class RefModelReference:
         return refmodel_decision(test, self.alpha, shift)
 
     def signal(self, probs: object, labels: object) -> np.ndarray:
-        """A model's signal for this reference's score (what ``audit`` takes per role)."""
+        """A model's signal for this reference's score (:attr:`RoleOutputs.signal`)."""
         return membership_signal(self.score, probs, labels)
+
+    def outputs(self, predictions: Mapping[str, Predictions]) -> RoleOutputs:
+        """What :meth:`audit` takes, from a target's class probabilities on each role's
+        samples (in this reference's order)."""
+        missing = set(ROLES) - set(predictions)
+        if missing:
+            raise ValueError(f"the target's outputs lack the roles {sorted(missing)}")
+        nonmembers = predictions["nonmembers"]
+        return RoleOutputs(
+            {role: self.signal(predictions[role].probs, predictions[role].labels)
+             for role in ROLES},
+            float(np.mean(nonmembers.probs.argmax(1) == nonmembers.labels)),
+        )  # fmt: skip
 
     def shift(self) -> ShiftCheck:
         """Whether D_Q, the known members and non-members look alike to the references."""
@@ -148,6 +183,7 @@ class RefModelReference:
             "score": self.score,
             "setting": self.setting,
             "reference_accuracy": self.reference_accuracy,
+            "seed": self.seed,
             **({"groups": {r: self.groups[r].tolist() for r in ROLES}} if self.groups else {}),
             **(
                 {"shift_mean": {r: self.shift_mean[r].tolist() for r in ROLES}}
@@ -172,6 +208,7 @@ class RefModelReference:
             score=str(data.get("score", "lira")),
             setting=str(data.get("setting", "offline")),
             reference_accuracy=float(data.get("reference_accuracy", "nan")),
+            seed=int(data.get("seed", 0)),
             groups=(
                 {r: np.asarray(data["groups"][r], dtype=str) for r in ROLES}
                 if data.get("groups")
@@ -202,16 +239,14 @@ class RefModelReference:
                 out[role] = (signal - self.reference_mean[role]) / self.sigma
         return out
 
-    def audit(
-        self,
-        target_signal: dict[str, np.ndarray],
-        *,
-        label: str = "",
-        target_accuracy: float = float("nan"),
-        seed: int = 0,
-    ) -> AuditResult:
-        """The audit of a target whose signal (:meth:`signal`) on each role's samples (in
-        this reference's order) is ``target_signal``."""
+    def audit(self, outputs: RoleOutputs, /, *, label: str = "") -> AuditResult:
+        """The audit of a target's outputs on this reference's audit set."""
+        if not isinstance(outputs, RoleOutputs):
+            raise TypeError(
+                f"audit takes the target's RoleOutputs, not {type(outputs).__name__}; build "
+                "them with reference.outputs({role: Predictions}) or RoleOutputs(signal)"
+            )
+        target_signal, target_accuracy, seed = outputs.signal, outputs.accuracy, self.seed
         samples = self.scores(target_signal)
         scores = self.units(samples)
         few = {r: scores[r].size for r in ("members", "nonmembers") if scores[r].size < 4}
@@ -318,8 +353,7 @@ class RefModelReference:
 
 def check_levels(alpha: float, margin: float) -> None:
     """Refuse a level or margin outside its range, naming the fix."""
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}; e.g. 0.05")
+    check_fraction("alpha", alpha, "0.05")
     if not 0.0 < margin <= 1.0:
         raise ValueError(
             f"margin must be in (0, 1], got {margin}: the largest membership strength of D_Q, "

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from monai_forget.checks import check_choice
 from monai_forget.results import Result
 
 __all__ = ["DECISIONS", "FORGOTTEN", "INCONCLUSIVE", "NOT_FORGOTTEN", "AuditResult", "share_text"]
@@ -82,8 +83,7 @@ class AuditResult(Result):
     created: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
 
     def __post_init__(self) -> None:
-        if self.decision not in DECISIONS:
-            raise ValueError(f"decision must be one of {DECISIONS}, got {self.decision!r}")
+        check_choice("decision", self.decision, DECISIONS)
 
     def adding(
         self,

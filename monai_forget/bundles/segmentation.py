@@ -27,6 +27,7 @@ from torch import nn
 
 from monai_forget.bundles.weights import load_weights
 from monai_forget.cache import entry_hash, entry_lock, record_entry
+from monai_forget.checks import check_choice, check_fraction
 from monai_forget.io import atomic_write
 from monai_forget.segmentation import SCORE_NAMES, LabelledSlices, SegmentationScores, score_model
 
@@ -76,10 +77,7 @@ def check_checkpoint_selection(selection: str, val_interval: int, epochs: int) -
     Raises:
         ValueError: an unknown selection, or "best" with no validation in the run.
     """
-    if selection not in CHECKPOINT_SELECTIONS:
-        raise ValueError(
-            f"checkpoint_selection must be one of {CHECKPOINT_SELECTIONS}, got {selection!r}"
-        )
+    check_choice("checkpoint_selection", selection, CHECKPOINT_SELECTIONS)
     if selection == "best" and int(val_interval) > int(epochs):
         raise ValueError(
             f"checkpoint_selection 'best' needs a validation, but val_interval {val_interval} "
@@ -158,8 +156,7 @@ def split_by_patient(
     Raises:
         ValueError: a fraction outside (0, 1) or fewer than two patients.
     """
-    if not 0.0 < fraction < 1.0:
-        raise ValueError(f"fraction must be in (0, 1), got {fraction}")
+    check_fraction("fraction", fraction)
     by_class: dict[int, list[str]] = defaultdict(list)
     for e in entries:
         patients = by_class[int(e["label"])]
@@ -322,8 +319,7 @@ class SegmentationAuditSetup:
     overwrite: bool = False
 
     def __post_init__(self) -> None:
-        if self.score not in SCORE_NAMES:
-            raise ValueError(f"score must be one of {SCORE_NAMES}, got {self.score!r}")
+        check_choice("score", self.score, SCORE_NAMES)
         # frozen: normalised through object.__setattr__, once
         object.__setattr__(self, "target_ckpt", Path(self.target_ckpt))
         object.__setattr__(self, "output_dir", Path(self.output_dir))

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from torch import nn
 
-from monai_forget.audit import AuditResult, RefModelReference, write_report
+from monai_forget.audit import AuditResult, RefModelReference, RoleOutputs, write_report
 from monai_forget.audit.refmodel import (
     ROLES,
     logit_confidence,
@@ -183,6 +183,7 @@ class SegmentationReferenceAudit:
             margin=self.margin,
             # per-patient means of LiRA's logits: the score this audit was measured with
             score="lira",
+            seed=self.seed,
         )
 
     def run(self) -> AuditResult:
@@ -191,7 +192,7 @@ class SegmentationReferenceAudit:
         check_outputs(*self.outputs(), overwrite=setup.overwrite)
         reference = self.fit_reference()
         target = {role: phi for role, (_, phi) in self._logits(setup.load()).items()}
-        result = reference.audit(target, label=setup.label, seed=self.seed)
+        result = reference.audit(RoleOutputs(target), label=setup.label)
         patients = {role: len(reference.hashes[role]) for role in ROLES}
         result = result.adding(
             sizes={

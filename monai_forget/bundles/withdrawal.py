@@ -236,6 +236,7 @@ def audit_metrics(
         ReferenceModelAudit,
         batch_output,
     )
+    from monai_forget.metrics import SampleCheck
 
     path = Path(reference_file)
     if not path.is_file():
@@ -258,13 +259,13 @@ def audit_metrics(
             output_transform=batch_output(pred_key, image_key=image_key),
         )
     # Without images (image_key None) there is nothing to check the samples with.
-    checked = {"output_transform": transform, "query_hashes": hashes, "check_query": bool(hashes)}
+    checked = {
+        "output_transform": transform,
+        "check": SampleCheck(hashes, on_extra=on_extra) if hashes else None,
+        "from_logits": from_logits,
+    }
     if reference.ks is not None:
-        metrics["rho_KS"] = KSCalibratedRatio(
-            reference.ks, from_logits=from_logits, on_extra=on_extra, **checked
-        )
+        metrics["rho_KS"] = KSCalibratedRatio(reference.ks, **checked)
     if reference.ema is not None:
-        metrics["rho_EMA"] = EMAPValue(
-            reference.ema, from_logits=from_logits, on_extra=on_extra, **checked
-        )
+        metrics["rho_EMA"] = EMAPValue(reference.ema, **checked)
     return metrics

@@ -155,26 +155,20 @@ def _ema_options(ema: argparse.ArgumentParser) -> None:
         default=defaults.EMA_ALPHA,
         help="significance level: rho_EMA <= alpha means forgotten (default %(default)s)",
     )
-    ema.add_argument(
-        "--threshold-by",
-        choices=("label", "prediction"),
-        default=defaults.EMA_THRESHOLD_BY,
-        help="class whose threshold applies to a sample: its true label (the paper's) or "
-        "the predicted class (default %(default)s)",
-    )
-    ema.add_argument(
-        "--test",
-        choices=("welch", "student"),
-        default=defaults.EMA_TEST,
-        help="two-sample test of the membership vector against all-ones (default %(default)s)",
-    )
-    ema.add_argument(
-        "--calibration-outputs",
-        choices=("shadow", "target"),
-        default=defaults.EMA_CALIBRATION_OUTPUTS,
-        help="thresholds from a reference model trained on half of D_C (the paper's) or "
-        "from the target itself (default %(default)s)",
-    )
+    choices = (
+        ("--threshold-by", ("label", "prediction"), defaults.EMA_THRESHOLD_BY,
+         "class whose threshold applies to a sample: its true label (the paper's) or the "
+         "predicted class"),
+        ("--test", ("welch", "student"), defaults.EMA_TEST,
+         "two-sample test of the membership vector against all-ones"),
+        ("--calibration-outputs", ("shadow", "target"), defaults.EMA_CALIBRATION_OUTPUTS,
+         "thresholds from a reference model trained on half of D_C (the paper's) or from "
+         "the target itself"),
+    )  # fmt: skip
+    for flag, options, default, text in choices:
+        ema.add_argument(
+            flag, choices=options, default=default, help=f"{text} (default %(default)s)"
+        )
     ema.add_argument(
         "--metrics",
         default=",".join(defaults.EMA_METRICS),

@@ -62,26 +62,9 @@ def run(args: argparse.Namespace) -> int:
         "progress": not args.json,
     }
     auditor = _auditor(args, options)
+    calibration, extra = _calibration(args)
     label = args.label or Path(args.query).name
-    if args.method == "reference":
-        known = (
-            load_set(args.members, args.members_split, "known members (--members)"),
-            load_set(args.nonmembers, args.nonmembers_split, "known non-members (--nonmembers)"),
-        )
-        population = args.population and load_set(
-            args.population, args.population_split, "reference population (--population)"
-        )
-        site = args.site_images and load_set(
-            args.site_images, args.site_images_split, "images of D_Q's site (--site-images)"
-        )
-        result = auditor.audit(
-            target, query, known, population=population or None, site=site or None, label=label
-        )
-    else:
-        calibration = load_set(
-            args.calibration, args.calibration_split, "calibration set D_C (--calibration)"
-        )
-        result = auditor.audit(target, query, calibration, label=label)
+    result = auditor.audit(target, query, calibration, label=label, **extra)
     result = result.adding(provenance={"audit_trail": _trail(args)})
     result.save(result_path, overwrite=args.overwrite)
     write_report(result, report_path, overwrite=args.overwrite)
@@ -91,6 +74,29 @@ def run(args: argparse.Namespace) -> int:
         print(result.summary())
         print(f"result: {result_path}\nreport: {report_path}")
     return EXIT_CODES[result.decision]
+
+
+def _calibration(args: argparse.Namespace) -> tuple:
+    """The auditor's calibration data (D_C, or the known members and non-members) and the
+    reference-model audit's optional sets (its reference population, D_Q's site)."""
+    if args.method != "reference":
+        return load_set(
+            args.calibration, args.calibration_split, "calibration set D_C (--calibration)"
+        ), {}
+    known = (
+        load_set(args.members, args.members_split, "known members (--members)"),
+        load_set(args.nonmembers, args.nonmembers_split, "known non-members (--nonmembers)"),
+    )
+    optional = {
+        "population": (
+            args.population,
+            args.population_split,
+            "reference population (--population)",
+        ),
+        "site": (args.site_images, args.site_images_split, "images of D_Q's site (--site-images)"),
+    }
+    extra = {name: load_set(*given) for name, given in optional.items() if given[0]}
+    return known, extra
 
 
 def _trail(args: argparse.Namespace) -> dict:

@@ -141,10 +141,6 @@ def run_inject(args: argparse.Namespace) -> int:
     from monai_forget.dicom import InjectionError
     from monai_forget.dicom.staging import exit_on_terminate
 
-    if args.canary is not None and args.all_files:
-        raise ValueError("--canary and --all are mutually exclusive")
-    if not args.input.is_dir() and (args.canary or args.all_files or args.random_canaries):
-        raise ValueError("--canary, --all and --random-canaries apply to folder inputs only")
     try:
         with exit_on_terminate():
             published = _inject(args)

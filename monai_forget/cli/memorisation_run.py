@@ -34,26 +34,17 @@ def _references(args: argparse.Namespace) -> list:
 
 
 def _reference_patients(args: argparse.Namespace) -> list[list[str]] | None:
-    """The patients of each reference model, or ``None`` (references without the roster)."""
+    """The patients of each reference model, or ``None`` (references without the roster);
+    ``leak_scan`` checks them against the references and the roster's patients."""
     from monai_forget.memorisation.patient_references import read_patient_ids
 
     if not args.reference_patients:
-        if args.patient_column:
+        if args.patient_column:  # a flag that would change nothing
             raise ValueError(
                 "--patient-column is used only with --reference-patients; pass one patient "
                 "list per --reference-model, or drop --patient-column"
             )
         return None
-    if len(args.reference_patients) != len(args.reference_model or ()):
-        raise ValueError(
-            f"{len(args.reference_patients)} --reference-patients for "
-            f"{len(args.reference_model or ())} --reference-model: give one patient list per "
-            "reference model, in the same order"
-        )
-    if not args.patient_column:
-        raise ValueError(
-            "--reference-patients needs each roster name's patient: pass --patient-column"
-        )
     return [read_patient_ids(path) for path in args.reference_patients]
 
 
@@ -77,14 +68,13 @@ def _split_patients(args: argparse.Namespace) -> int:
     return 0
 
 
-def _options(args: argparse.Namespace) -> dict:
-    """The settings ``memorisation_score`` and ``leak_scan`` share."""
+def _settings(args: argparse.Namespace) -> dict:
+    """The :class:`~monai_forget.memorisation.ProbeSettings` ``memorisation_score`` and
+    ``leak_scan`` share."""
     return {
         "test": args.test,
         "random_feature": args.random_feature,
         "seed": args.seed,
-        "decoys": args.decoys,
-        "decoy_seed": args.decoy_seed,
         "batch_size": args.batch_size,
         "device": args.device,
         "outputs": args.outputs,
@@ -99,14 +89,12 @@ def run(args: argparse.Namespace) -> int:
     """The action ``args`` names."""
     if args.action == "split-patients":
         return _split_patients(args)
-    if not 0 < args.alpha < 1:
-        raise ValueError(f"--alpha must be in (0, 1), got {args.alpha}")
     return _score(args) if args.action == "score" else _scan(args)
 
 
 def _score(args: argparse.Namespace) -> int:
     from monai_forget.io import atomic_write, check_writable
-    from monai_forget.memorisation import UniqueFeature, memorisation_score
+    from monai_forget.memorisation import ProbeSettings, UniqueFeature, memorisation_score
 
     out = check_writable(args.out, args.overwrite) if args.out else None
     value = 1.0 if args.value is None else args.value
@@ -117,10 +105,12 @@ def _score(args: argparse.Namespace) -> int:
         model,
         probes,
         feature,
+        ProbeSettings(**_settings(args)),
+        decoys=args.decoys,
+        decoy_seed=args.decoy_seed,
         references=references,
         training_data=training,
         progress=True,
-        **_options(args),
     )
     found = score.significant(args.alpha)
     verdict = "evidence of memorisation" if found else "no evidence of memorisation"
@@ -174,7 +164,9 @@ def _scan(args: argparse.Namespace) -> int:
         decoy_source=args.decoys_from,
         statistic=args.statistic,
         attribution=not args.no_attribution,
-        **_options(args),
+        decoys=args.decoys,
+        decoy_seed=args.decoy_seed,
+        **_settings(args),
     )
     result = leak_scan(
         model,

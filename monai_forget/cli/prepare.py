@@ -58,6 +58,13 @@ def _common(parser: argparse.ArgumentParser, split_default: str, split_keyword: 
     )
 
 
+def _level(parser: argparse.ArgumentParser, text: str) -> None:
+    """ACDC's ``--level``: an entry per slice (default) or per volume."""
+    parser.add_argument(
+        "--level", choices=ACDC_LEVELS, default="slice", help=f"{text} (default %(default)s)"
+    )
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``prepare`` and its layout sub-commands."""
     parser = subparsers.add_parser(
@@ -76,24 +83,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="ed-es",
         help="ED/ES frames only, or every frame of the 4D file (default %(default)s)",
     )
-    p.add_argument(
-        "--level",
-        choices=ACDC_LEVELS,
-        default="slice",
-        help="an entry per short-axis slice or per volume (default %(default)s)",
-    )
+    _level(p, "an entry per short-axis slice or per volume")
     _common(p, DEFAULT_FRACTIONS, None)
     p.set_defaults(func=handlers.run_acdc_nifti)
 
     p = layouts.add_parser("acdc-h5", help="ACDC SSL4MIS h5 release")
     p.add_argument("root", type=Path, help="release folder holding data/ and groups.csv")
     p.add_argument("--groups", type=Path, help="groups CSV (default ROOT/groups.csv)")
-    p.add_argument(
-        "--level",
-        choices=ACDC_LEVELS,
-        default="slice",
-        help="an entry per 2D slice or per 3D volume file (default %(default)s)",
-    )
+    _level(p, "an entry per 2D slice or per 3D volume file")
     p.add_argument(
         "--dicom-dir",
         type=Path,

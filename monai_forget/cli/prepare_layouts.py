@@ -44,8 +44,6 @@ def run_acdc_h5(args: argparse.Namespace) -> int:
     if args.dicom_dir is not None:
         from monai_forget.data_prep import acdc_dicom
 
-        if args.level != "slice":
-            raise ValueError("--dicom-dir writes one file per slice; use --level slice")
         acdc_dicom.check_dicom_dir(args.dicom_dir)
         sources, samples = samples, acdc_dicom.dicom_samples(samples, args.dicom_dir)
 

@@ -18,6 +18,7 @@ import torch
 from torch.utils.data import Dataset
 
 from monai_forget import fingerprint as hashing
+from monai_forget.checks import check_fraction
 
 __all__ = ["LabelledImages", "concat"]
 
@@ -134,8 +135,7 @@ class LabelledImages:
             fraction: Share of samples in the first part, strictly between 0 and 1.
             seed: Seed of the random split.
         """
-        if not 0.0 < fraction < 1.0:
-            raise ValueError(f"fraction must be strictly between 0 and 1, got {fraction}")
+        check_fraction("fraction", fraction)
         n = len(self)
         n_first = round(fraction * n)
         if n_first == 0 or n_first == n:

@@ -34,9 +34,19 @@ def dicom_path(dicom_dir: str | Path, sample: dict[str, Any]) -> Path:
 def dicom_samples(samples: Sequence[dict[str, Any]], dicom_dir: str | Path) -> list[dict[str, Any]]:
     """The samples with ``image`` the exported DICOM file and ``source_file`` the name of
     the h5 file it came from (``seg`` and ``slice_axis`` dropped: the image is a single
-    slice now)."""
+    slice now).
+
+    Raises:
+        ValueError: a volume entry (prepared at volume level): the export writes one file
+            per slice.
+    """
     out = []
     for sample in samples:
+        if "slice" not in sample:
+            raise ValueError(
+                f"{sample['patient']} frame {sample['frame']} is a volume entry: the DICOM "
+                "export writes one file per slice; prepare at slice level (CLI: --level slice)"
+            )
         entry = {k: v for k, v in sample.items() if k not in ("seg", "slice_axis")}
         entry.update(image=dicom_path(dicom_dir, sample), source_file=Path(sample["image"]).name)
         out.append(entry)

@@ -21,6 +21,7 @@ from typing import Any
 
 import h5py
 
+from monai_forget.checks import check_choice
 from monai_forget.data.acdc import acdc_label
 from monai_forget.data_prep.acdc import PATIENT_RE
 from monai_forget.data_prep.tables import read_csv_rows, read_id_list
@@ -87,8 +88,7 @@ def collect(
         FileNotFoundError: no ``data/`` folder, no groups file, or no h5 file.
         ValueError: a patient missing from the groups file, a malformed h5 file.
     """
-    if level not in LEVELS:
-        raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+    check_choice("level", level, LEVELS)
     root = Path(root)
     data = root / "data"
     if not data.is_dir():

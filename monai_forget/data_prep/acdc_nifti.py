@@ -18,6 +18,7 @@ from typing import Any
 
 import nibabel as nib
 
+from monai_forget.checks import check_choice
 from monai_forget.data.acdc import acdc_label
 from monai_forget.data_prep.acdc import PATIENT_RE, Info, read_info
 from monai_forget.defaults import ACDC_LEVELS, ACDC_NIFTI_FRAMES
@@ -84,10 +85,8 @@ def collect(root: str | Path, frames: str = "ed-es", level: str = "slice") -> li
         FileNotFoundError: a missing Info.cfg or image.
         ValueError: a malformed Info.cfg or a volume of the wrong dimensionality or shape.
     """
-    if frames not in FRAMES:
-        raise ValueError(f"frames must be one of {FRAMES}, got {frames!r}")
-    if level not in LEVELS:
-        raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+    check_choice("frames", frames, FRAMES)
+    check_choice("level", level, LEVELS)
     samples: list[dict[str, Any]] = []
     for folder in patient_dirs(root):
         info = read_info(folder / "Info.cfg")

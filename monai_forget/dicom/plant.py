@@ -24,6 +24,7 @@ from typing import Literal
 import numpy as np
 
 from monai_forget.canary.space import random_texts, space_size
+from monai_forget.checks import check_choice
 
 __all__ = ["CANARY_SPACE", "MIN_SPACE_SIZE", "CanaryPlan", "plan_canaries"]
 
@@ -93,14 +94,14 @@ def plan_canaries(
         copies_from: ``"folder"``: all copies of a canary in one folder; ``"tree"``: anywhere.
 
     Raises:
-        ValueError: a space under :data:`MIN_SPACE_SIZE`, counts below 1, or no folder
-            with enough images left for a canary (the message gives the largest).
+        ValueError: ``source`` is not a folder, a space under :data:`MIN_SPACE_SIZE`,
+            counts below 1, or no folder with enough images left for a canary (the
+            message gives the largest).
     """
     counts = [copies] if isinstance(copies, int) else [int(c) for c in copies]
     if n_canaries < 1 or not counts or min(counts) < 1:
         raise ValueError(f"need at least 1 canary and 1 copy, got {n_canaries} and {counts}")
-    if copies_from not in ("folder", "tree"):
-        raise ValueError(f"copies_from must be 'folder' or 'tree', got {copies_from!r}")
+    check_choice("copies_from", copies_from, ("folder", "tree"))
     size = space_size(space)
     if size < MIN_SPACE_SIZE:
         raise ValueError(
@@ -108,6 +109,11 @@ def plan_canaries(
             "use a longer template (e.g. AAAAA: 26^5 texts)"
         )
     source = Path(source)
+    if not source.is_dir():
+        raise ValueError(
+            f"random canaries are planted across a folder of training images; {source} is "
+            "not a folder"
+        )
     rng = np.random.default_rng(seed)
     wanted = sorted((c for c in counts for _ in range(n_canaries)), reverse=True)
     texts = random_texts(space, len(wanted), rng)

@@ -85,9 +85,15 @@ def inject_and_publish(
 
     source, output = Path(source), Path(output)
     if canary is not None and all_files:
-        raise ValueError("canary and all_files are mutually exclusive")
+        raise ValueError(
+            "canary (the one file to burn) and all_files (every file) are mutually "
+            "exclusive (CLI: --canary, --all): give one"
+        )
     if not source.is_dir() and (canary is not None or all_files or planted is not None):
-        raise ValueError("canary, all_files and planted apply to folder inputs only")
+        raise ValueError(
+            f"canary, all_files and planted canaries choose files of a folder; {source} is "
+            "a file (they apply to folder inputs only)"
+        )
     hasher = hasher or TextHasher()
     prefix = Path(manifest) if manifest is not None else output
     if source.is_dir():

@@ -39,6 +39,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from monai_forget.checks import check_choice
 from monai_forget.data import LabelledImages
 from monai_forget.fl.poc import DeploymentError, run_poc
 from monai_forget.fl.spec import (
@@ -233,8 +234,7 @@ def run_federated(
         RuntimeError: the FLARE simulation failed (see the logs under ``workspace``).
         WithdrawalError: the withdrawing client could not compute its update.
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    check_choice("backend", backend, BACKENDS)
     _check_clients(clients, config, withdrawal)
     workspace = Path(workspace).resolve()
     job_dir = workspace / "job"

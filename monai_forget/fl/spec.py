@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import torch
 
+from monai_forget.checks import check_choice
 from monai_forget.io import atomic_write
 from monai_forget.shadow import SupervisedRecipe
 
@@ -138,8 +139,7 @@ class Withdrawal:
 
     def __post_init__(self) -> None:
         check_site_name(self.client)
-        if self.method not in WITHDRAWAL_METHODS:
-            raise ValueError(f"method must be one of {WITHDRAWAL_METHODS}, got {self.method!r}")
+        check_choice("method", self.method, WITHDRAWAL_METHODS)
         if int(self.round) < 0:
             raise ValueError(f"the withdrawal round must be >= 0, got {self.round}")
         if self.generator and self.method != "forsaken":
@@ -170,8 +170,7 @@ class Removal:
 
     def __post_init__(self) -> None:
         check_site_name(self.client)
-        if self.method not in REMOVAL_METHODS:
-            raise ValueError(f"method must be one of {REMOVAL_METHODS}, got {self.method!r}")
+        check_choice("method", self.method, REMOVAL_METHODS)
         if not 0 < self.calibration_ratio <= 1:
             raise ValueError(f"calibration_ratio must be in (0, 1], got {self.calibration_ratio}")
         if int(self.retain_every) < 1:

@@ -8,6 +8,7 @@ from monai_forget.audit.ema import ema_decision, ema_rule
 from monai_forget.audit.ks import KS_RULE, ks_decision
 from monai_forget.audit.refmodel_reference import check_levels
 from monai_forget.audit.result import FORGOTTEN, INCONCLUSIVE, NOT_FORGOTTEN
+from monai_forget.checks import check_fraction
 from monai_forget.defaults import EMA_ALPHA, REFMODEL_ALPHA, REFMODEL_MARGIN
 
 __all__ = ["ComplianceError", "ComplianceGate"]
@@ -65,8 +66,7 @@ class ComplianceGate:
     ) -> None:
         if refmodel_metric is None and ks_metric is None and ema_metric is None:
             raise ValueError("ComplianceGate needs refmodel_metric, ks_metric or ema_metric")
-        if not 0.0 < alpha < 1.0:
-            raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+        check_fraction("alpha", alpha)
         check_levels(refmodel_alpha, margin)
         self.provider = str(provider)
         self.refmodel_metric = refmodel_metric

@@ -25,6 +25,7 @@ from monai_forget.metrics import (
     EMAPValueMetric,
     KSCalibratedRatioMetric,
     ReferenceModelAuditMetric,
+    SampleCheck,
 )
 
 __all__ = ["EMAPValue", "KSCalibratedRatio", "ReferenceModelAudit", "batch_output"]
@@ -115,19 +116,15 @@ class KSCalibratedRatio(_AuditHandler):
     the wrong samples is refused rather than reported.
 
     Args:
-        reference: what :meth:`monai_forget.audit.KSAuditor.fit_reference` returned (it
-            carries D_Q's content hashes), or the query shadow model's ground-truth
-            confidences on D_Q.
-        calibration_confidence: with confidences as ``reference``: the calibration shadow
-            model's ground-truth confidences on D_Q.
+        reference, calibration_confidence: as
+            :class:`~monai_forget.metrics.KSCalibratedRatioMetric`'s (what
+            :meth:`monai_forget.audit.KSAuditor.fit_reference` returned, or both shadow
+            models' ground-truth confidences on D_Q).
         from_logits: the evaluator's ``pred`` holds logits (apply a softmax first).
         output_transform: extracts ``(y_pred, y, images)`` from ``engine.state.output``.
         save_details: store the per-sample buffers in ``engine.state.metric_details``.
-        query_hashes: content hashes of D_Q (default: the reference's).
-        on_mismatch: ``"error"`` or ``"warn"`` when the evaluated samples are not D_Q.
-        on_extra: evaluated samples outside D_Q are an ``"error"``, or ``"ignore"``d
-            (an evaluation over the reference-model audit set).
-        check_query: ``False`` runs without the check, for data that cannot be hashed.
+        check: how the evaluated samples are checked to be D_Q (:class:`SampleCheck`;
+            ``None``: no check, for data that cannot be hashed).
     """
 
     def __init__(
@@ -137,15 +134,9 @@ class KSCalibratedRatio(_AuditHandler):
         from_logits: bool = False,
         output_transform: Callable = _CHECKED_OUTPUT,
         save_details: bool = False,
-        query_hashes: Sequence[str] | None = None,
-        on_mismatch: str = "error",
-        on_extra: str = "error",
-        check_query: bool = True,
+        check: SampleCheck | None = SampleCheck(),
     ) -> None:
-        metric = KSCalibratedRatioMetric(
-            reference, calibration_confidence, from_logits, query_hashes, on_mismatch,
-            on_extra, check_query,
-        )  # fmt: skip
+        metric = KSCalibratedRatioMetric(reference, calibration_confidence, from_logits, check)
         super().__init__(
             metric_fn=metric, output_transform=output_transform, save_details=save_details
         )
@@ -165,11 +156,7 @@ class EMAPValue(_AuditHandler):
         from_logits: the evaluator's ``pred`` holds logits (apply a softmax first).
         output_transform: extracts ``(y_pred, y, images)`` from ``engine.state.output``.
         save_details: store the per-sample buffers in ``engine.state.metric_details``.
-        query_hashes: content hashes of D_Q (default: the reference's).
-        on_mismatch: ``"error"`` or ``"warn"`` when the evaluated samples are not D_Q.
-        on_extra: evaluated samples outside D_Q are an ``"error"``, or ``"ignore"``d
-            (an evaluation over the reference-model audit set).
-        check_query: ``False`` runs without the check, for data that cannot be hashed.
+        check: as :class:`KSCalibratedRatio`'s.
     """
 
     def __init__(
@@ -179,14 +166,9 @@ class EMAPValue(_AuditHandler):
         from_logits: bool = False,
         output_transform: Callable = _CHECKED_OUTPUT,
         save_details: bool = False,
-        query_hashes: Sequence[str] | None = None,
-        on_mismatch: str = "error",
-        on_extra: str = "error",
-        check_query: bool = True,
+        check: SampleCheck | None = SampleCheck(),
     ) -> None:
-        metric = EMAPValueMetric(
-            reference, test, from_logits, query_hashes, on_mismatch, on_extra, check_query
-        )
+        metric = EMAPValueMetric(reference, test, from_logits, check)
         super().__init__(
             metric_fn=metric, output_transform=output_transform, save_details=save_details
         )

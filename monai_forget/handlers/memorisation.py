@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -27,6 +27,7 @@ from monai.handlers.utils import from_engine
 
 from monai_forget.memorisation.feature import RandomFeature, UniqueFeature, as_probe_images
 from monai_forget.memorisation.score import MemorisationScore, memorisation_score
+from monai_forget.memorisation.settings import ProbeSettings
 from monai_forget.memorisation.significance import PAPER_TEST
 from monai_forget.memorisation.tracin import Checkpoint
 from monai_forget.metrics.memorisation import UniqueFeatureMemorisationMetric
@@ -109,12 +110,10 @@ class MemorisationTracker:
         self.probes = as_probe_images(probes).copy()
         feature.check_fits(self.probes.shape)
         self.feature = feature
-        self.test = test
+        # checked now, not at the first epoch's end; the device is the engine's
+        self.settings = ProbeSettings(test, random_feature, seed, batch_size)
         self.tests = tuple(tests) if tests is not None else (test,)
-        self.random_feature = random_feature
-        self.seed = seed
         self.every = every
-        self.batch_size = batch_size
         self.name = name
         self.logger = logging.getLogger(logger_name)
         self.history: list[EpochScore] = []
@@ -127,16 +126,9 @@ class MemorisationTracker:
 
     def __call__(self, engine) -> None:
         device = getattr(engine.state, "device", None) or torch.device("cpu")
+        settings = replace(self.settings, device=device)
         score = memorisation_score(
-            engine.network,
-            self.probes,
-            self.feature,
-            test=self.test,
-            tests=self.tests,
-            random_feature=self.random_feature,
-            seed=self.seed,
-            batch_size=self.batch_size,
-            device=device,
+            engine.network, self.probes, self.feature, settings, tests=self.tests
         )
         epoch = int(engine.state.epoch)
         self.history.append(EpochScore(epoch, int(engine.state.iteration), score))
@@ -146,7 +138,7 @@ class MemorisationTracker:
             "epoch %d: M = %.6g nats, %s p = %.4g (%d probes)",
             epoch,
             score.m,
-            self.test,
+            self.settings.test,
             score.pvalue,
             score.n,
         )

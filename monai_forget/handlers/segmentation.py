@@ -23,6 +23,7 @@ import torch
 from monai.handlers import IgniteMetricHandler
 from monai.handlers.utils import from_engine
 
+from monai_forget.checks import check_choice
 from monai_forget.io import atomic_write, check_writable
 from monai_forget.metrics.segmentation import (
     SegmentationMembershipScoreMetric,
@@ -65,10 +66,9 @@ def membership_output(
         from_logits: ``pred_key`` holds logits.
         image_key: the output item with the images, handed on (those with a defined
             score) so the handlers check by content that they evaluate D_Q; ``None``
-            hands none (the handlers then need ``check_query=False``).
+            hands none (the handlers then need ``check=None``).
     """
-    if score not in SCORE_NAMES:
-        raise ValueError(f"score must be one of {SCORE_NAMES}, got {score!r}")
+    check_choice("score", score, SCORE_NAMES)
     select = from_engine([pred_key, label_key] + ([image_key] if image_key else []))
 
     def transform(output: Any) -> tuple[torch.Tensor, ...]:

@@ -58,6 +58,7 @@ from monai_forget.memorisation.score import (
     memorisation_score,
     probe_outputs,
 )
+from monai_forget.memorisation.settings import ProbeSettings
 from monai_forget.memorisation.significance import (
     PAPER_TEST,
     TESTS,
@@ -93,6 +94,7 @@ __all__ = [
     "MemorisationScore",
     "NameResult",
     "OneTailedResult",
+    "ProbeSettings",
     "RandomFeature",
     "ReferenceTest",
     "Roster",

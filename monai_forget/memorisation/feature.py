@@ -23,6 +23,7 @@ import torch
 
 from monai_forget.canary import check_fits, paint, random_text, render_text, stamp
 from monai_forget.canary.font import TYPEFACE
+from monai_forget.checks import check_choice
 
 __all__ = [
     "RandomFeature",
@@ -183,8 +184,7 @@ class UniqueFeature:
                 pixels (ours). ``"text"``: random capital letters of the same length,
                 rendered in the same typeface and scale (needs a text feature; ours).
         """
-        if kind not in _RANDOM_KINDS:
-            raise ValueError(f"random feature kind must be one of {_RANDOM_KINDS}, got {kind!r}")
+        check_choice("random feature kind", kind, _RANDOM_KINDS)
         rng = np.random.default_rng(rng)
         h, w = self.shape
         if kind == "patch":

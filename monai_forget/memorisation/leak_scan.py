@@ -28,14 +28,15 @@ import os
 import warnings
 import zlib
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 import numpy as np
 import torch
 
 from monai_forget.canary.font import TYPEFACE
 from monai_forget.canary.lettering import Lettering, TrueTypeLettering, as_lettering
+from monai_forget.checks import check_choice, check_fraction
 from monai_forget.defaults import (
     LEAK_SCAN_ALPHA,
     LEAK_SCAN_CORRECTIONS,
@@ -45,7 +46,6 @@ from monai_forget.defaults import (
 from monai_forget.memorisation.attribution import attribute_flags
 from monai_forget.memorisation.decoys import decoy_template, decoy_test, draw_decoys, fresh_seed
 from monai_forget.memorisation.feature import (
-    RandomFeature,
     UniqueFeature,
     as_probe_images,
     warn_if_in_distribution,
@@ -62,9 +62,15 @@ from monai_forget.memorisation.patient_references import unseen_references
 from monai_forget.memorisation.pipeline import PipelineProbes
 from monai_forget.memorisation.reference_scan import check_reference_count, relative_to_each_set
 from monai_forget.memorisation.roster import Roster, check_names, read_roster
-from monai_forget.memorisation.scan_passes import ScanCheckpoint, run_passes, scan_key
+from monai_forget.memorisation.scan_passes import (
+    ScanCheckpoint,
+    ScanPasses,
+    run_passes,
+    scan_key,
+)
 from monai_forget.memorisation.scan_result import DecoyNull, LeakScanResult, NameResult
-from monai_forget.memorisation.significance import PAPER_TEST, TESTS, one_tailed_test
+from monai_forget.memorisation.settings import ProbeSettings
+from monai_forget.memorisation.significance import one_tailed_test
 from monai_forget.memorisation.statistics import STATISTICS, Statistic, per_probe
 from monai_forget.results import package_versions
 from monai_forget.stats import benjamini_hochberg, bonferroni
@@ -160,8 +166,10 @@ def _m(mean_d: np.ndarray, d_random: dict[str, np.ndarray], texts: Sequence[str]
 
 
 @dataclass(frozen=True)
-class LeakScanConfig:
-    """How a leak scan renders the names, draws the decoys, tests and runs the model.
+class LeakScanConfig(ProbeSettings):
+    """How a leak scan renders the names, draws the decoys, tests and runs the model: the
+    :class:`~monai_forget.memorisation.ProbeSettings` a memorisation score takes (test,
+    random controls, seed, how the model runs), and what a scan adds.
 
     Args:
         position: ``(row, col)`` where burned-in text would start.
@@ -180,7 +188,6 @@ class LeakScanConfig:
             ``"letters"`` (random letters of the name's kind). Names are the default
             because they kept the measured false alarms within 5 % where random letters
             did not (18 of 100 MNIST MLP-1 control scans flagged a name; docs/memorisation.md).
-        test: the uncalibrated one-tailed test reported beside (default the paper's).
         correction: ``"bh"`` (Benjamini-Hochberg, default), ``"bonferroni"`` or ``"none"``.
         alpha: level for the adjusted calibrated p-values.
         statistic: what each text is ranked by among its decoys: ``"m"`` (Eq. 1's M, the
@@ -190,19 +197,18 @@ class LeakScanConfig:
             shift through a pipeline (:data:`~monai_forget.defaults.PIPELINE_STATISTIC`,
             whose control scans met the false-alarm target where M's did not), M on the
             model grid (measured on more data sets and networks).
-        random_feature: ``"patch"`` (the paper's), ``"ink"`` or ``"text"`` controls
-            (shared by the names of one kind and their decoys).
-        seed: seed of the random controls.
         attribution: when several names are flagged, test each against its likeness to
             every other (:mod:`~monai_forget.memorisation.attribution`), so
             names flagged only for looking like a leaked name are told apart (not run on
             scans with reference models).
-        batch_size: images per forward pass.
-        device, outputs: see :func:`monai_forget.inference.predict`.
+        test, random_feature, seed, device, outputs: as :class:`ProbeSettings`'s (the
+            test is the uncalibrated one reported beside; the names of one kind and their
+            decoys share their random controls).
+        batch_size: images per forward pass (default 1024: several texts per batch).
 
     Raises:
-        ValueError: an unknown test or correction, alpha outside (0, 1), or fewer than
-            one decoy.
+        ValueError: an unknown test, random feature, kind of output or correction, alpha
+            outside (0, 1), or fewer than one decoy.
     """
 
     position: tuple[int, int] = (1, 1)
@@ -213,32 +219,21 @@ class LeakScanConfig:
     decoys: int | None = None
     decoy_seed: int | None = None
     decoy_source: DecoySource = LEAK_SCAN_DECOY_SOURCES[0]
-    test: str = PAPER_TEST
     correction: Correction = "bh"
     alpha: float = LEAK_SCAN_ALPHA
-    random_feature: RandomFeature = "patch"
     statistic: Statistic | None = None
-    seed: int = 0
     attribution: bool = True
-    batch_size: int = 1024
-    device: str | torch.device = "cpu"
-    outputs: Literal["logits", "probs"] = "logits"
+    batch_size: int = 1024  # several texts per forward batch (ProbeSettings: 256 probes)
 
     def __post_init__(self) -> None:
-        if self.test not in TESTS:
-            raise ValueError(f"unknown test {self.test!r}; choose from {TESTS}")
-        if self.correction not in CORRECTIONS:
-            raise ValueError(f"unknown correction {self.correction!r}; choose from {CORRECTIONS}")
-        if not 0 < self.alpha < 1:
-            raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
-        if self.decoy_source not in LEAK_SCAN_DECOY_SOURCES:
-            raise ValueError(
-                f"unknown decoy source {self.decoy_source!r}; choose from {LEAK_SCAN_DECOY_SOURCES}"
-            )
+        super().__post_init__()
+        check_choice("correction", self.correction, CORRECTIONS)
+        check_fraction("alpha", self.alpha)
+        check_choice("decoy_source", self.decoy_source, LEAK_SCAN_DECOY_SOURCES)
         if self.decoys is not None and int(self.decoys) < 1:
             raise ValueError(f"decoys must be at least 1, got {self.decoys}")
-        if self.statistic is not None and self.statistic not in STATISTICS:
-            raise ValueError(f"unknown statistic {self.statistic!r}; choose from {STATISTICS}")
+        if self.statistic is not None:
+            check_choice("statistic", self.statistic, STATISTICS)
         object.__setattr__(self, "position", tuple(int(p) for p in self.position))
         if self.font is not None and self.random_feature == "text":
             raise ValueError(
@@ -311,16 +306,8 @@ def leak_scan(
             patient.
     """
     config = LeakScanConfig() if config is None else config
-    position, value, lettering = config.position, config.value, config.lettering
-    truetype = isinstance(lettering, TrueTypeLettering)
-    scale = lettering if truetype else config.scale  # what the passes draw texts with
-    random_feature, seed, alpha = config.random_feature, config.seed, config.alpha
-    test, correction, outputs = config.test, config.correction, config.outputs
-    from monai_forget.fingerprint import data_fingerprint, model_fingerprint
-    from monai_forget.memorisation.passes import probe_set
-
     pipeline = probes if isinstance(probes, PipelineProbes) else None
-    if truetype and pipeline is None:
+    if _truetype(config) and pipeline is None:
         raise ValueError(
             "TrueType text is scanned where it is burned: pass the probes at acquisition "
             "resolution with the model's preprocessing (PipelineProbes; CLI: --bundle)"
@@ -330,8 +317,7 @@ def leak_scan(
     if name_patients is None:
         name_patients = getattr(names, "patients", None) if reference_patients else None
     unseen = _unseen(names, references, reference_patients, name_patients)
-    names = check_names(names, position, scale, grid)
-    n_decoys = config.decoys_for(len(names))
+    names = check_names(names, config.position, _drawn_with(config), grid)
     check_reference_count(len(references))
     saved = ScanCheckpoint(checkpoint) if checkpoint is not None else None
     decoy_seed = config.decoy_seed
@@ -340,61 +326,206 @@ def leak_scan(
     decoy_seed = fresh_seed() if decoy_seed is None else int(decoy_seed)
     if training_data is not None:
         warn_if_in_distribution(images, training_data)
-    kwargs = dict(batch_size=config.batch_size, device=config.device, outputs=outputs)
+    by_patient = bool(reference_patients)
+    # 1. texts: the names, and decoys of each kind of name; 2. every text on every model
+    features, decoy_texts = _texts_by_kind(names, config, decoy_seed)
+    scan = _Scan.run(
+        [model, *references], images, pipeline, names, features, decoy_texts, config,
+        decoy_seed, saved, progress,
+    )  # fmt: skip
+    # 3. per set of references a name is judged against (one set, or none, unless the
+    # references are by patient): every text's statistic and the references' mean
+    judged = relative_to_each_set(scan.m(0), scan.reference_m(), scan.texts, len(names), unseen)
+    nulls = _decoy_nulls(names, unseen, judged, decoy_texts, by_patient)
+    # 4. each name ranked among its decoys, corrected over the roster
+    rows = _ranked(names, unseen, judged, nulls, scan, config, by_patient)
+    attribute = config.attribution and not references and not _truetype(config)
+    flagged = [r.name for r in rows if r.significant]
+    attributions = ()
+    if attribute and len(flagged) > 1:
+        attributions = attribute_flags(
+            flagged, scan.m_of, roster=names, alpha=config.alpha,
+            correction=config.correction, seed=decoy_seed, scale=_drawn_with(config),
+        )  # fmt: skip
+    best = _warn_short_decoys(names, list(nulls.values()), config)
+    # 5. what the result records
+    settings, provenance = _records(
+        config, scan, decoy_seed, len(names), len(references), by_patient, attribute, best
+    )
+    return LeakScanResult(
+        rows, config.test, config.correction, float(config.alpha), len(images),
+        tuple(nulls.values()), settings, provenance, attributions,
+    )  # fmt: skip
+
+
+def _records(
+    config: LeakScanConfig,
+    scan: _Scan,
+    decoy_seed: int,
+    n_names: int,
+    n_references: int,
+    by_patient: bool,
+    attribute: bool,
+    best: float,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The result's settings (placement, controls, decoys, what the scan could reach) and
+    provenance (fingerprints, seeds, versions)."""
+    settings = {
+        "position": [int(p) for p in config.position],
+        "scale": None if _truetype(config) else int(config.scale),
+        "value": config.value,
+        **({"typeface": TYPEFACE} if not _truetype(config) else config.lettering.record()),
+        "statistic": scan.statistic,
+        "grid": "model input" if scan.pipeline is None else scan.pipeline.describe(),
+        "random_feature": config.random_feature,
+        "decoys_per_kind": config.decoys_for(n_names),
+        "decoy_source": config.decoy_source,
+        "decoy_seed": decoy_seed,
+        "smallest_adjusted_pvalue": best,
+        "references": n_references,
+        "references_by_patient": by_patient,
+        "attribution": bool(attribute),
+    }
+    provenance = {
+        "model_fingerprint": scan.fingerprints[0],
+        "reference_fingerprints": scan.fingerprints[1:],
+        "probes_fingerprint": scan.probes_fingerprint,
+        "seed": int(config.seed),
+        "decoy_seed": decoy_seed,
+        "versions": {
+            **package_versions(),
+            **({"faker": faker_version()} if config.decoy_source == "names" else {}),
+        },
+    }
+    return settings, provenance
+
+
+def _truetype(config: LeakScanConfig) -> bool:
+    return isinstance(config.lettering, TrueTypeLettering)
+
+
+def _drawn_with(config: LeakScanConfig) -> int | Lettering:
+    """What the passes draw texts with: the TrueType lettering, or the 5x5 scale."""
+    return config.lettering if _truetype(config) else config.scale
+
+
+def _texts_by_kind(
+    names: Sequence[str], config: LeakScanConfig, decoy_seed: int
+) -> tuple[dict[str, UniqueFeature], dict[str, list[str]]]:
+    """Per kind of name (:func:`decoy_template`): the feature whose box and ink count the
+    random controls take, and the decoys drawn for it (none a roster name)."""
+    lettering, n_decoys = config.lettering, config.decoys_for(len(names))
     features, decoy_texts = {}, {}
     for name in names:
         template = decoy_template(name)
-        if template not in features:
-            features[template] = (
-                UniqueFeature(lettering.render(name) >= 0.5, position, value, name)
-                if truetype  # the controls' box and ink count (patch and ink controls)
-                else UniqueFeature.from_text(name, position, scale, value)
-            )
-            decoy_texts[template] = draw_decoys(
-                template,
-                n_decoys,
-                _rng(decoy_seed, template),
-                exclude=names,
-                source=config.decoy_source,
-            )
-    texts = list(names) + [t for v in decoy_texts.values() for t in v]
-    statistic_name = config.statistic or (PIPELINE_STATISTIC if pipeline else STATISTICS[0])
-    stamp = dict(position=position, scale=scale, value=value, statistic=statistic_name)
-    models = [model, *references]
-    fingerprints = [model_fingerprint(m) for m in models]
-    probes_fingerprint = (
-        data_fingerprint(probe_set(images)) if pipeline is None else pipeline.fingerprint()
-    )
-    key = scan_key(
-        {
-            "models": fingerprints,
-            "probes": probes_fingerprint,
-            **stamp,
-            "outputs": outputs,
-            "random_feature": random_feature,
-            "seed": int(seed),
-        },
-        texts,
-    )
-    # The same texts, controls and probes on every model.
-    controls = [
-        _controls(m, images, features, random_feature, seed, kwargs, pipeline, statistic_name)
-        for m in models
-    ]
+        if template in features:
+            continue
+        features[template] = (
+            UniqueFeature(lettering.render(name) >= 0.5, config.position, config.value, name)
+            if _truetype(config)  # the controls' box and ink count (patch and ink controls)
+            else UniqueFeature.from_text(name, config.position, config.scale, config.value)
+        )
+        decoy_texts[template] = draw_decoys(
+            template, n_decoys, _rng(decoy_seed, template), exclude=names,
+            source=config.decoy_source,
+        )  # fmt: skip
+    return features, decoy_texts
 
-    def divergences(index: int, chunk: Sequence[str]) -> np.ndarray:
-        clean = controls[index][0]
-        return _text_divergences(models[index], images, clean, chunk, pipeline, stamp, kwargs)
 
-    passes = run_passes(
-        models, texts, len(names), len(images), divergences, decoy_seed, key, saved, progress
-    )
-    m_target = _m(passes.means[0], controls[0][1], texts)
-    reference_m = [_m(passes.means[k], controls[k][1], texts) for k in range(1, len(models))]
-    # Per set of references a name is judged against (one set, or none, unless the
-    # references are by patient): every text's statistic and the references' mean.
-    judged = relative_to_each_set(m_target, reference_m, texts, len(names), unseen)
-    mean_d = passes.means[0]
+@dataclass(frozen=True)
+class _Scan:
+    """Every text (names, then each kind's decoys) on every model (the audited one, then
+    the references), on the same probes and random controls."""
+
+    models: list[torch.nn.Module]
+    images: np.ndarray
+    pipeline: PipelineProbes | None
+    texts: list[str]
+    statistic: str
+    stamp: dict[str, Any]
+    inference: dict[str, Any]
+    controls: list[tuple[np.ndarray, dict[str, np.ndarray]]]
+    passes: ScanPasses
+    fingerprints: list[str]
+    probes_fingerprint: str
+
+    @classmethod
+    def run(
+        cls,
+        models: list[torch.nn.Module],
+        images: np.ndarray,
+        pipeline: PipelineProbes | None,
+        names: Sequence[str],
+        features: dict[str, UniqueFeature],
+        decoy_texts: dict[str, list[str]],
+        config: LeakScanConfig,
+        decoy_seed: int,
+        saved: ScanCheckpoint | None,
+        progress: bool,
+    ) -> _Scan:
+        from monai_forget.fingerprint import data_fingerprint, model_fingerprint
+        from monai_forget.memorisation.passes import probe_set
+
+        texts = list(names) + [t for v in decoy_texts.values() for t in v]
+        statistic = config.statistic or (PIPELINE_STATISTIC if pipeline else STATISTICS[0])
+        stamp = dict(position=config.position, scale=_drawn_with(config), value=config.value,
+                     statistic=statistic)  # fmt: skip
+        fingerprints = [model_fingerprint(m) for m in models]
+        probes_fingerprint = (
+            data_fingerprint(probe_set(images)) if pipeline is None else pipeline.fingerprint()
+        )
+        key = scan_key(
+            {"models": fingerprints, "probes": probes_fingerprint, **stamp,
+             "outputs": config.outputs, "random_feature": config.random_feature,
+             "seed": int(config.seed)},
+            texts,
+        )  # fmt: skip
+        inference = config.inference
+        # The same texts, controls and probes on every model.
+        controls = [
+            _controls(m, images, features, config.random_feature, config.seed, inference,
+                      pipeline, statistic)
+            for m in models
+        ]  # fmt: skip
+        partial = cls(models, images, pipeline, texts, statistic, stamp, inference, controls,
+                      None, fingerprints, probes_fingerprint)  # fmt: skip
+        passes = run_passes(
+            models, texts, len(names), len(images), partial.divergences, decoy_seed, key,
+            saved, progress,
+        )  # fmt: skip
+        return replace(partial, passes=passes)
+
+    def divergences(self, index: int, chunk: Sequence[str]) -> np.ndarray:
+        """Per-probe divergences of ``chunk`` on model ``index``."""
+        clean = self.controls[index][0]
+        return _text_divergences(
+            self.models[index], self.images, clean, chunk, self.pipeline, self.stamp,
+            self.inference,
+        )  # fmt: skip
+
+    def m(self, index: int) -> np.ndarray:
+        """Eq. 1 for every text on model ``index``."""
+        return _m(self.passes.means[index], self.controls[index][1], self.texts)
+
+    def reference_m(self) -> list[np.ndarray]:
+        return [self.m(k) for k in range(1, len(self.models))]
+
+    def m_of(self, chunk: Sequence[str]) -> np.ndarray:
+        """Eq. 1 of texts not in the scan on the audited model (for attribution)."""
+        return _m(self.divergences(0, chunk).mean(axis=1), self.controls[0][1], chunk)
+
+
+Judged = dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]]
+
+
+def _decoy_nulls(
+    names: Sequence[str],
+    unseen: Sequence[tuple[int, ...]],
+    judged: Judged,
+    decoy_texts: dict[str, list[str]],
+    by_patient: bool,
+) -> dict[tuple[str, tuple[int, ...]], DecoyNull]:
+    """Per (kind of name, set of references): the decoys' statistic, read-only."""
     slices, offset = {}, len(names)
     for template, dt in decoy_texts.items():
         slices[template] = slice(offset, offset + len(dt))
@@ -405,34 +536,47 @@ def leak_scan(
         if (template, subset) not in null_of:
             m = judged[subset][0][slices[template]].copy()
             m.flags.writeable = False
-            labelled = subset if reference_patients else ()
+            labelled = subset if by_patient else ()
             null_of[template, subset] = DecoyNull(
                 template, tuple(decoy_texts[template]), m, labelled
             )
-    nulls = list(null_of.values())
+    return null_of
+
+
+def _ranked(
+    names: Sequence[str],
+    unseen: Sequence[tuple[int, ...]],
+    judged: Judged,
+    null_of: dict[tuple[str, tuple[int, ...]], DecoyNull],
+    scan: _Scan,
+    config: LeakScanConfig,
+    by_patient: bool,
+) -> tuple[NameResult, ...]:
+    """Each name's calibrated test among its decoys (and the paper's test beside),
+    corrected over the roster, ranked by p (ties: larger M first)."""
     statistic = np.array([judged[u][0][i] for i, u in enumerate(unseen)])
     m_refs = np.array([judged[u][1][i] for i, u in enumerate(unseen)])
     per_name = []
     for i, name in enumerate(names):
         template = decoy_template(name)
-        dr = controls[0][1][template]
+        dr = scan.controls[0][1][template]
         calibrated = decoy_test(statistic[i], null_of[template, unseen[i]].m)
-        row = passes.name_rows[i]
-        per_name.append((calibrated, one_tailed_test(row, dr, test), dr.mean()))
+        row = scan.passes.name_rows[i]
+        per_name.append((calibrated, one_tailed_test(row, dr, config.test), dr.mean()))
     pvalues = np.array([c.pvalue for c, _, _ in per_name])
-    adjusted = {"bh": benjamini_hochberg, "bonferroni": bonferroni}.get(correction, np.copy)(
-        pvalues
-    )
+    correct = {"bh": benjamini_hochberg, "bonferroni": bonferroni}.get(config.correction, np.copy)
+    adjusted = correct(pvalues)
     m_all = np.array([c.statistic for c, _, _ in per_name])
+    mean_d = scan.passes.means[0]
     order = np.lexsort((-m_all, pvalues))  # by p, then larger M first
-    rows = tuple(
+    return tuple(
         NameResult(
             rank=rank,
             name=names[i],
             m=float(m_all[i]),
             pvalue=float(pvalues[i]),
             pvalue_adjusted=float(adjusted[i]),
-            significant=bool(adjusted[i] < alpha),
+            significant=bool(adjusted[i] < config.alpha),
             exposure=float(per_name[i][0].exposure),
             decoys_at_or_above=per_name[i][0].rank - 1,
             n_decoys=per_name[i][0].n_decoys,
@@ -441,80 +585,33 @@ def leak_scan(
             mean_d_unique=float(mean_d[i]),
             mean_d_random=float(per_name[i][2]),
             m_references=float(m_refs[i]),
-            references=unseen[i] if reference_patients else (),
+            references=unseen[i] if by_patient else (),
         )
         for rank, i in enumerate(order, start=1)
     )
-    flagged = [r.name for r in rows if r.significant]
-    attributions = ()
-    attribute = config.attribution and not references and not truetype
-    if attribute and len(flagged) > 1:
 
-        def m_of(chunk: Sequence[str]) -> np.ndarray:
-            d = _text_divergences(model, images, controls[0][0], chunk, pipeline, stamp, kwargs)
-            return _m(d.mean(axis=1), controls[0][1], chunk)
 
-        attributions = attribute_flags(
-            flagged,
-            m_of,
-            roster=names,
-            alpha=alpha,
-            correction=correction,
-            seed=decoy_seed,
-            scale=scale,
-        )
-    factor = len(names) if correction in ("bh", "bonferroni") else 1
-    # the smallest adjusted p any name could reach: that of the kind with the most decoys
+def _warn_short_decoys(
+    names: Sequence[str], nulls: list[DecoyNull], config: LeakScanConfig
+) -> float:
+    """Warn where a kind of name has too few decoys for any name of it to reach alpha;
+    return the smallest adjusted p any name could reach (that of the kind with the most
+    decoys)."""
+    factor = len(names) if config.correction in ("bh", "bonferroni") else 1
     best = min(1.0, factor / (max(len(n.texts) for n in nulls) + 1))
-    short = [n for n in nulls if factor / (len(n.texts) + 1) >= alpha]
+    short = [n for n in nulls if factor / (len(n.texts) + 1) >= config.alpha]
     if short:
         # name decoys run short for short names (e.g. about 500 of 3 letters): say which
         kinds = ", ".join(f"{n.template} ({len(n.texts)} decoys)" for n in short)
         every = len(short) == len(nulls)
+        smallest = min(1.0, factor / (min(len(n.texts) for n in short) + 1))
         warnings.warn(
             f"with {len(names)} names, {'no name' if every else 'no name of the kinds'} "
-            f"{'' if every else kinds + ' '}can reach {correction}-adjusted p < {alpha} "
-            f"(smallest possible {min(1.0, factor / (min(len(n.texts) for n in short) + 1)):.3g}"
-            f"); pass decoys >= {default_decoys(len(names), alpha, correction)}"
+            f"{'' if every else kinds + ' '}can reach {config.correction}-adjusted p < "
+            f"{config.alpha} (smallest possible {smallest:.3g}); pass decoys >= "
+            f"{default_decoys(len(names), config.alpha, config.correction)}"
             + ("" if config.decoy_source == "letters" else " or random-letter decoys"),
             UserWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
-    settings = {
-        "position": [int(p) for p in position],
-        "scale": None if truetype else int(scale),
-        "value": value,
-        **({"typeface": TYPEFACE} if not truetype else lettering.record()),
-        "statistic": statistic_name,
-        "grid": "model input" if pipeline is None else pipeline.describe(),
-        "random_feature": random_feature,
-        "decoys_per_kind": n_decoys,
-        "decoy_source": config.decoy_source,
-        "decoy_seed": decoy_seed,
-        "smallest_adjusted_pvalue": best,
-        "references": len(references),
-        "references_by_patient": bool(reference_patients),
-        "attribution": bool(attribute),
-    }
-    provenance = {
-        "model_fingerprint": fingerprints[0],
-        "reference_fingerprints": fingerprints[1:],
-        "probes_fingerprint": probes_fingerprint,
-        "seed": int(seed),
-        "decoy_seed": decoy_seed,
-        "versions": {
-            **package_versions(),
-            **({"faker": faker_version()} if config.decoy_source == "names" else {}),
-        },
-    }
-    return LeakScanResult(
-        rows,
-        test,
-        correction,
-        float(alpha),
-        len(images),
-        tuple(nulls),
-        settings,
-        provenance,
-        attributions,
-    )
+    return best

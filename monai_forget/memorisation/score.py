@@ -25,15 +25,15 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
 
+from monai_forget.checks import check_choice, check_fraction
 from monai_forget.defaults import MEMORISATION_ALPHA
 from monai_forget.memorisation.decoys import DecoyTest, decoy_test, feature_decoys, fresh_seed
 from monai_forget.memorisation.feature import (
-    RandomFeature,
     UniqueFeature,
     as_probe_images,
     warn_if_in_distribution,
@@ -46,6 +46,7 @@ from monai_forget.memorisation.passes import (
 )
 from monai_forget.memorisation.reference_scan import MIN_REFERENCES
 from monai_forget.memorisation.reference_test import ReferenceTest, reference_test
+from monai_forget.memorisation.settings import ProbeSettings
 from monai_forget.memorisation.significance import (
     PAPER_TEST,
     TESTS,
@@ -127,7 +128,7 @@ class MemorisationScore(Result):
     def significant(self, alpha: float = MEMORISATION_ALPHA) -> bool:
         """Whether the deciding test (:attr:`deciding_pvalue`) rejects "no memorisation" at
         level ``alpha``: the command line's verdict is this one."""
-        return self.deciding_pvalue < alpha
+        return self.deciding_pvalue < check_fraction("alpha", alpha)
 
     def summary(self) -> str:
         """One line per test: M, statistic and p."""
@@ -174,8 +175,7 @@ class MemorisationScore(Result):
 def _check_tests(tests: Sequence[str] | None, test: str) -> tuple[str, ...]:
     names = tuple(TESTS if tests is None else tests)
     for name in (*names, test):
-        if name not in TESTS:
-            raise ValueError(f"unknown test {name!r}; choose from {TESTS}")
+        check_choice("test", name, TESTS)
     if test not in names:
         names = (test, *names)
     return names
@@ -265,12 +265,8 @@ def probe_outputs(
     model: torch.nn.Module,
     probes: object,
     feature: UniqueFeature,
+    settings: ProbeSettings | None = None,
     *,
-    random_feature: RandomFeature = "patch",
-    seed: int | np.random.Generator | None = 0,
-    batch_size: int = 256,
-    device: str | torch.device = "cpu",
-    outputs: Literal["logits", "probs"] = "logits",
     cache_dir: str | os.PathLike | None = None,
     clean_probs: np.ndarray | None = None,
     progress: bool = False,
@@ -282,26 +278,20 @@ def probe_outputs(
         probes: the out-of-distribution probe set D_c (``LabelledImages``, array or
             tensor ``(N, C, H, W)``); it is not modified.
         feature: the unique feature z_u.
-        random_feature: ``"patch"`` (the paper's block overwrite), ``"ink"`` or ``"text"``.
-        seed: seed of the random features (one fresh z_r per probe).
-        batch_size, device, outputs, cache_dir: passed to
-            :func:`monai_forget.inference.predict`.
+        settings: the random controls (one fresh z_r per probe) and how the model runs
+            (default :class:`ProbeSettings`'s).
+        cache_dir: passed to :func:`monai_forget.inference.predict`.
         clean_probs: outputs on D_c computed beforehand (a leak scan reuses them).
         progress: show progress bars.
 
     Returns:
         ``(p_clean, p_unique, p_random)``, each ``(N, K)`` float64.
     """
+    settings = ProbeSettings() if settings is None else settings
     images = as_probe_images(probes)
     feature.check_fits(images.shape)
-    masks = feature.random_masks(len(images), seed, random_feature)
-    kwargs = dict(
-        batch_size=batch_size,
-        device=device,
-        outputs=outputs,
-        cache_dir=cache_dir,
-        progress=progress,
-    )
+    masks = feature.random_masks(len(images), settings.seed, settings.random_feature)
+    kwargs = dict(**settings.inference, cache_dir=cache_dir, progress=progress)
     # Three batched passes over the same probe set: clean, then the model composed with
     # z_u, then with the per-probe z_r (each batch is stamped on the fly).
     probe_data = probe_set(images)
@@ -311,7 +301,7 @@ def probe_outputs(
         raise ValueError(f"clean_probs has {len(clean_probs)} rows for {len(images)} probes")
     carrying = FeatureCarrying(model, feature)
     pu = predict_probs(carrying, probe_data, "unique-feature", **kwargs)
-    carrying = FeatureCarrying(model, feature, masks, random_feature)
+    carrying = FeatureCarrying(model, feature, masks, settings.random_feature)
     pr = predict_probs(carrying, probe_data, "random-feature", **kwargs)
     return np.asarray(clean_probs, dtype=np.float64), pu, pr
 
@@ -320,16 +310,11 @@ def memorisation_score(
     model: torch.nn.Module,
     probes: object,
     feature: UniqueFeature,
+    settings: ProbeSettings | None = None,
     *,
-    test: str = PAPER_TEST,
     tests: Sequence[str] | None = None,
-    random_feature: RandomFeature = "patch",
-    seed: int | np.random.Generator | None = 0,
     decoys: int | Sequence[str] = 0,
     decoy_seed: int | None = None,
-    batch_size: int = 256,
-    device: str | torch.device = "cpu",
-    outputs: Literal["logits", "probs"] = "logits",
     cache_dir: str | os.PathLike | None = None,
     training_data: object | None = None,
     references: Sequence[torch.nn.Module] = (),
@@ -341,15 +326,15 @@ def memorisation_score(
         model: the audited classifier (only its outputs are used).
         probes: out-of-distribution probe set D_c, ``(N, C, H, W)``, N >= 2.
         feature: the known unique feature z_u (e.g. ``UniqueFeature.from_text("ANNA")``).
-        test: primary one-tailed test (default ``"student"``, the paper's).
+        settings: the primary test (default Student's t, the paper's), the random
+            controls and their seed, how the model runs (:class:`ProbeSettings`; default
+            its defaults).
         tests: tests to run (default all: student, welch, paired, wilcoxon).
-        random_feature: ``"patch"`` (the paper's block overwrite), ``"ink"`` or ``"text"``.
-        seed: seed of the random features.
         decoys: the calibrated test (:mod:`~monai_forget.memorisation.decoys`): a number
             of random texts of z_u's kind to rank M among (0: none, three passes only),
             or the decoy texts themselves. Each decoy costs one more pass.
         decoy_seed: seed of the drawn decoys; default a fresh one, recorded in the result.
-        batch_size, device, outputs, cache_dir: see :func:`monai_forget.inference.predict`.
+        cache_dir: see :func:`monai_forget.inference.predict`.
         training_data: samples known to be in-distribution (e.g. training images); a
             warning is issued for probes identical to any of them.
         references: models trained by the audited model's recipe without the feature
@@ -364,43 +349,34 @@ def memorisation_score(
     Raises:
         ValueError: probes not ``(N, C, H, W)``, fewer than 2, a feature that does not
             fit, probes the model cannot process, outputs that are not probabilities,
-            decoys for a feature that is not text, or fewer than 2 references (or
-            references with a seed that is not an integer).
+            decoys for a feature that is not text, or fewer than 2 references.
     """
+    settings = ProbeSettings() if settings is None else settings
     if training_data is not None:
         warn_if_in_distribution(probes, training_data)
-    if references and (len(references) < MIN_REFERENCES or not isinstance(seed, (int, np.integer))):
+    if references and len(references) < MIN_REFERENCES:
         raise ValueError(
-            f"{len(references)} reference model(s) and seed {seed!r}: the reference test "
-            f"needs at least {MIN_REFERENCES} references and an integer seed (the same "
-            "random controls on every model)"
+            f"{len(references)} reference model(s): the reference test needs at least "
+            f"{MIN_REFERENCES} references"
         )
     texts: list[str] = []
     if decoys:
         decoy_seed = fresh_seed() if decoy_seed is None else int(decoy_seed)
         texts = feature_decoys(feature.text, decoys, decoy_seed)
-    kwargs = dict(batch_size=batch_size, device=device, outputs=outputs)
     pc, pu, pr = probe_outputs(
-        model,
-        probes,
-        feature,
-        random_feature=random_feature,
-        seed=seed,
-        cache_dir=cache_dir,
-        progress=progress,
-        **kwargs,
+        model, probes, feature, settings, cache_dir=cache_dir, progress=progress
     )
+    test = settings.test
     score = compute_m_score(pc, pu, pr, test=test, tests=tests)
     if references:
-        controls = dict(random_feature=random_feature, seed=seed, **kwargs)
-        outs = (probe_outputs(r, probes, feature, **controls) for r in references)
+        outs = (probe_outputs(r, probes, feature, settings) for r in references)
         reference_m = [compute_m_score(*o, tests=(test,), test=test).m for o in outs]
         score = replace(score, reference=reference_test(score.m, reference_m))
     if not texts:
         return score
     d = text_divergences(
         model, as_probe_images(probes), pc, texts, position=feature.position,
-        scale=feature.scale, value=feature.value, progress=progress, **kwargs,
+        scale=feature.scale, value=feature.value, progress=progress, **settings.inference,
     )  # fmt: skip
     calibrated = decoy_test(score.m, d.mean(axis=1) - score.mean_d_random, texts)
     return replace(score, calibrated=calibrated, decoy_seed=decoy_seed)

@@ -8,6 +8,7 @@ from monai_forget.metrics.memorisation import (
     UniqueFeatureMemorisationMetric,
     compute_unique_feature_memorisation,
 )
+from monai_forget.metrics.query_check import SampleCheck
 from monai_forget.metrics.refmodel import (
     ReferenceModelAuditMetric,
     compute_reference_model_audit,
@@ -17,6 +18,7 @@ __all__ = [
     "EMAPValueMetric",
     "KSCalibratedRatioMetric",
     "ReferenceModelAuditMetric",
+    "SampleCheck",
     "UniqueFeatureMemorisationMetric",
     "compute_ema_pvalue",
     "compute_ks_calibrated_ratio",

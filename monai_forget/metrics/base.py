@@ -12,7 +12,7 @@ from monai.metrics import CumulativeIterationMetric
 
 from monai_forget.metrics.buffer import BatchBuffered
 from monai_forget.metrics.labels import to_probs_and_labels
-from monai_forget.metrics.query_check import MISSING_ID, QueryCheck, image_ids
+from monai_forget.metrics.query_check import MISSING_ID, QueryCheck, SampleCheck, image_ids
 
 __all__ = ["AuditMetric"]
 
@@ -22,18 +22,13 @@ class AuditMetric(BatchBuffered, CumulativeIterationMetric):
 
     Args:
         from_logits: apply a softmax to ``y_pred`` first.
-        query_hashes: content hashes of the audited samples; given, each update must come
-            with the images (``images=``, see ``handlers.batch_output(image_key=...)``) and
-            ``aggregate`` checks that exactly those samples were evaluated.
-        on_mismatch: ``"error"`` or ``"warn"`` when they were not.
-        on_extra: evaluated samples outside the audited set are an ``"error"``, or are
-            ``"ignore"``d (the evaluation ran over a larger set).
-        check_query: the check is on by default, since a statistic over the wrong
-            samples (40 of 150, another provider) looks like any other; ``False`` runs
-            without it, for data that cannot be hashed (``query_hashes`` is then unused).
+        check: how ``aggregate`` checks that exactly the audited samples were evaluated
+            (:class:`~monai_forget.metrics.query_check.SampleCheck`; ``None``: no check).
+        audited: the audited samples' content hashes the reference carries (the check's
+            default).
 
     Raises:
-        ValueError: the check is on but no ``query_hashes`` were given.
+        ValueError: the check is on but no hashes were given.
     """
 
     statistic = "the audit statistic"
@@ -41,23 +36,23 @@ class AuditMetric(BatchBuffered, CumulativeIterationMetric):
     def __init__(
         self,
         from_logits: bool = False,
-        query_hashes: Sequence[str] | None = None,
-        on_mismatch: str = "error",
-        on_extra: str = "error",
-        check_query: bool = True,
+        check: SampleCheck | None = SampleCheck(),
+        audited: Sequence[str] | None = None,
     ) -> None:
         super().__init__()
         self.from_logits = from_logits
         self.check = None
-        if check_query and query_hashes is None:
+        if check is None:
+            return
+        hashes = check.hashes if check.hashes is not None else audited
+        if hashes is None:
             raise ValueError(
                 f"{type(self).__name__} checks by content that the evaluated samples are the "
-                "audited ones: pass query_hashes=query.sample_hashes (a reference from the "
-                "auditor's fit_reference(query, ...) carries them), or check_query=False to "
+                "audited ones: pass check=SampleCheck(hashes=query.sample_hashes) (a reference "
+                "from the auditor's fit_reference(query, ...) carries them), or check=None to "
                 "evaluate without the check"
             )
-        if check_query:
-            self.check = QueryCheck(query_hashes, on_mismatch=on_mismatch, on_extra=on_extra)
+        self.check = QueryCheck(hashes, on_mismatch=check.on_mismatch, on_extra=check.on_extra)
 
     def _compute_tensor(  # type: ignore[override]
         self, y_pred: torch.Tensor, y: torch.Tensor | None = None, images: Any = None, **kwargs: Any

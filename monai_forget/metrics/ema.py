@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -14,6 +13,7 @@ from monai_forget.audit.result import AuditResult
 from monai_forget.inference import Predictions
 from monai_forget.metrics.base import AuditMetric
 from monai_forget.metrics.labels import to_probs_and_labels
+from monai_forget.metrics.query_check import SampleCheck
 
 __all__ = ["EMAPValueMetric", "compute_ema_pvalue"]
 
@@ -49,11 +49,8 @@ class EMAPValueMetric(AuditMetric):
             ``to_dict()`` form (bundle configs).
         test: ``"welch"`` or ``"student"`` (default: the reference's, else Welch).
         from_logits: apply a softmax to ``y_pred`` first.
-        query_hashes: content hashes of D_Q, to check the evaluated samples are D_Q
-            (default: the reference's).
-        on_mismatch: ``"error"`` or ``"warn"`` when they are not.
-        on_extra: samples outside D_Q are an ``"error"`` or ``"ignore"``d.
-        check_query: ``False`` evaluates without the check (see :class:`AuditMetric`).
+        check: the check that the evaluated samples are D_Q (:class:`SampleCheck`; its
+            hashes default to the reference's, fitted with D_Q; ``None``: no check).
     """
 
     statistic = "rho_EMA"
@@ -63,18 +60,13 @@ class EMAPValueMetric(AuditMetric):
         reference: EMAReference | EMAThresholds | dict[str, Any],
         test: TestName | None = None,
         from_logits: bool = False,
-        query_hashes: Sequence[str] | None = None,
-        on_mismatch: str = "error",
-        on_extra: str = "error",
-        check_query: bool = True,
+        check: SampleCheck | None = SampleCheck(),
     ) -> None:
         if isinstance(reference, EMAReference):
-            hashes = query_hashes if query_hashes is not None else reference.query_hashes
             reference = replace(reference, test=test or reference.test)
         else:
-            hashes = query_hashes
             reference = EMAReference.from_dict({"thresholds": reference, "test": test or "welch"})
-        super().__init__(from_logits, hashes, on_mismatch, on_extra, check_query)
+        super().__init__(from_logits, check, reference.query_hashes)
         self.reference = reference
         self.last_result: AuditResult | None = None
 

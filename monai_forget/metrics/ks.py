@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -13,6 +12,7 @@ from monai_forget.audit.result import AuditResult
 from monai_forget.inference import Predictions
 from monai_forget.metrics.base import AuditMetric
 from monai_forget.metrics.labels import to_probs_and_labels
+from monai_forget.metrics.query_check import SampleCheck
 from monai_forget.scores import confidence
 
 __all__ = ["KSCalibratedRatioMetric", "compute_ks_calibrated_ratio"]
@@ -55,11 +55,8 @@ class KSCalibratedRatioMetric(AuditMetric):
         calibration_confidence: with confidences as ``reference``: the calibration shadow
             model's ground-truth confidences on D_Q.
         from_logits: apply a softmax to ``y_pred`` first.
-        query_hashes: content hashes of D_Q, to check the evaluated samples are D_Q
-            (default: the reference's).
-        on_mismatch: ``"error"`` or ``"warn"`` when they are not.
-        on_extra: samples outside D_Q are an ``"error"`` or ``"ignore"``d.
-        check_query: ``False`` evaluates without the check (see :class:`AuditMetric`).
+        check: the check that the evaluated samples are D_Q (:class:`SampleCheck`; its
+            hashes default to the reference's; ``None``: no check).
     """
 
     statistic = "rho_KS"
@@ -69,10 +66,7 @@ class KSCalibratedRatioMetric(AuditMetric):
         reference: KSReference | Any,
         calibration_confidence: Any = None,
         from_logits: bool = False,
-        query_hashes: Sequence[str] | None = None,
-        on_mismatch: str = "error",
-        on_extra: str = "error",
-        check_query: bool = True,
+        check: SampleCheck | None = SampleCheck(),
     ) -> None:
         if not isinstance(reference, KSReference):
             if calibration_confidence is None:
@@ -83,8 +77,7 @@ class KSCalibratedRatioMetric(AuditMetric):
             reference = KSReference(reference, calibration_confidence)
         elif calibration_confidence is not None:
             raise ValueError("a KSReference holds both confidences: omit calibration_confidence")
-        hashes = query_hashes if query_hashes is not None else reference.query_hashes
-        super().__init__(from_logits, hashes, on_mismatch, on_extra, check_query)
+        super().__init__(from_logits, check, reference.query_hashes)
         self.reference = reference
         self.last_ratio: KSRatio | None = None
         self.last_result: AuditResult | None = None

@@ -13,14 +13,16 @@ from __future__ import annotations
 import warnings
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
+from monai_forget.checks import check_choice
 from monai_forget.fingerprint import image_hashes
 
-__all__ = ["MISSING_ID", "QueryCheck", "hash_ids", "image_ids"]
+__all__ = ["MISSING_ID", "QueryCheck", "SampleCheck", "hash_ids", "image_ids"]
 
 #: Buffer value of a sample evaluated without its image (nothing to check it with).
 MISSING_ID = 0
@@ -62,6 +64,29 @@ def image_ids(images: Any) -> torch.Tensor:
     return ids.clone()
 
 
+@dataclass(frozen=True)
+class SampleCheck:
+    """How an evaluation-time audit metric (or handler) checks, by content, that it
+    evaluated exactly the audited samples. The check is on by default, since a statistic
+    over the wrong samples (40 of 150, another provider) looks like any other; a metric
+    given ``check=None`` runs without it, for data that cannot be hashed.
+
+    Attributes:
+        hashes: content hashes of the audited samples (``None``: those the reference
+            carries, from the auditor's ``fit_reference(query, ...)``). Each update must
+            then come with the images (``images=``, see
+            ``handlers.batch_output(image_key=...)``).
+        on_mismatch: ``"error"`` or ``"warn"`` when other samples were evaluated.
+        on_extra: evaluated samples outside the audited set are an ``"error"``, or are
+            ``"ignore"``d (the evaluation ran over a larger set, e.g. the reference-model
+            audit set).
+    """
+
+    hashes: Sequence[str] | None = None
+    on_mismatch: str = "error"
+    on_extra: str = "error"
+
+
 class QueryCheck:
     """The expected samples of an evaluation (their ids) and what to do on a mismatch.
 
@@ -81,10 +106,8 @@ class QueryCheck:
         on_mismatch: str = "error",
         on_extra: str = "error",
     ):
-        if on_mismatch not in ("error", "warn"):
-            raise ValueError(f"on_mismatch must be 'error' or 'warn', got {on_mismatch!r}")
-        if on_extra not in ("error", "ignore"):
-            raise ValueError(f"on_extra must be 'error' or 'ignore', got {on_extra!r}")
+        check_choice("on_mismatch", on_mismatch, ("error", "warn"))
+        check_choice("on_extra", on_extra, ("error", "ignore"))
         self.expected = hash_ids(expected)
         self.name = name
         self.on_mismatch = on_mismatch

@@ -14,20 +14,20 @@ import numpy as np
 import torch
 
 from monai_forget.audit.refmodel import ROLES
-from monai_forget.audit.refmodel_reference import RefModelReference
+from monai_forget.audit.refmodel_reference import RefModelReference, RoleOutputs
 from monai_forget.audit.result import AuditResult
+from monai_forget.inference import Predictions
 from monai_forget.metrics.base import AuditMetric
 from monai_forget.metrics.labels import to_probs_and_labels
-from monai_forget.metrics.query_check import QueryCheck, hash_ids, image_ids
+from monai_forget.metrics.query_check import QueryCheck, SampleCheck, hash_ids, image_ids
 
 __all__ = ["ReferenceModelAuditMetric", "compute_reference_model_audit"]
 
 
 def _by_role(
     reference: RefModelReference, probs: np.ndarray, labels: np.ndarray, ids: np.ndarray
-) -> dict[str, np.ndarray]:
-    """The target's signal (``reference.signal``) in the reference's order, role by role."""
-    phi = reference.signal(probs, labels)
+) -> RoleOutputs:
+    """The target's outputs in the reference's order, role by role."""
     position = {int(i): k for k, i in enumerate(ids)}
     out = {}
     for role in ROLES:
@@ -37,8 +37,8 @@ def _by_role(
                 f"the evaluated labels of the {role} differ from the audited ones; evaluate "
                 "the audit set with the labels it was audited with"
             )
-        out[role] = phi[order]
-    return out
+        out[role] = Predictions(probs[order], labels[order])
+    return reference.outputs(out)
 
 
 def _all_hashes(reference: RefModelReference) -> list[str]:
@@ -95,7 +95,7 @@ class ReferenceModelAuditMetric(AuditMetric):
         if margin is not None:
             reference = dataclasses.replace(reference, margin=float(margin))
         self.reference = reference
-        super().__init__(from_logits, _all_hashes(reference))
+        super().__init__(from_logits, SampleCheck(), _all_hashes(reference))
         if self.check is not None:
             self.check.name = "audit set (D_Q, known members and non-members)"
         self.last_result: AuditResult | None = None

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from monai.metrics import CumulativeIterationMetric, compute_hausdorff_distance
 
+from monai_forget.checks import check_choice
 from monai_forget.metrics.buffer import BatchBuffered
 from monai_forget.segmentation.scores import SCORE_NAMES, SegmentationScores, segmentation_scores
 
@@ -45,8 +46,7 @@ class SegmentationMembershipScoreMetric(BatchBuffered, CumulativeIterationMetric
 
     def __init__(self, score: str = "foreground_confidence", from_logits: bool = True) -> None:
         super().__init__()
-        if score not in SCORE_NAMES:
-            raise ValueError(f"score must be one of {SCORE_NAMES}, got {score!r}")
+        check_choice("score", score, SCORE_NAMES)
         self.score = score
         self.from_logits = from_logits
         self.last_scores: SegmentationScores | None = None
@@ -129,8 +129,7 @@ class SlicewiseHausdorffDistanceMetric(CumulativeIterationMetric):
         reduction: str = "mean_batch",
     ) -> None:
         super().__init__()
-        if reduction not in ("mean", "mean_batch"):
-            raise ValueError(f"reduction must be 'mean' or 'mean_batch', got {reduction!r}")
+        check_choice("reduction", reduction, ("mean", "mean_batch"))
         self.percentile, self.spacing, self.reduction = percentile, spacing, reduction
 
     def _compute_tensor(self, y_pred: torch.Tensor, y: torch.Tensor | None = None, **kwargs: Any):  # type: ignore[override]

@@ -26,6 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 from torch import nn
 
+from monai_forget.checks import check_choice
 from monai_forget.data import LabelledImages
 from monai_forget.networks import get_network
 
@@ -95,8 +96,7 @@ class SupervisedRecipe:
     amp: bool = False
 
     def __post_init__(self) -> None:
-        if self.optimizer not in ("adam", "sgd"):
-            raise ValueError(f"optimizer must be 'adam' or 'sgd', got {self.optimizer!r}")
+        check_choice("optimizer", self.optimizer, ("adam", "sgd"))
         if self.epochs < 1 or self.batch_size < 1 or (self.steps is not None and self.steps < 1):
             raise ValueError("epochs, steps and batch_size must be positive integers")
 

@@ -59,6 +59,7 @@ from torch import nn
 from torch.func import functional_call
 
 from monai_forget.audit.refmodel import logit_confidence
+from monai_forget.checks import check_choice
 from monai_forget.data import LabelledImages
 from monai_forget.unlearning.parameters import (
     Params,
@@ -162,8 +163,7 @@ class DummyGradientGenerator:
     target_confidence: float | None = None
 
     def __post_init__(self) -> None:
-        if self.optimizer not in ("lbfgs", "adam"):
-            raise ValueError(f"optimizer must be 'lbfgs' or 'adam', got {self.optimizer!r}")
+        check_choice("optimizer", self.optimizer, ("lbfgs", "adam"))
         if self.iterations < 1 or self.inner_steps < 1 or self.chunk_size < 1:
             raise ValueError("iterations, inner_steps and chunk_size must be positive integers")
         if not self.lr > 0:

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from monai_forget.checks import check_choice, check_fraction
 from monai_forget.data import LabelledImages
 from monai_forget.inference import predict
 from monai_forget.scores import check_probabilities
@@ -91,12 +92,8 @@ class MembershipOracle:
     train_accuracy_: float = field(default=float("nan"), init=False)
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.member_fraction < 1.0:
-            raise ValueError(f"member_fraction must be in (0, 1), got {self.member_fraction}")
-        if self.classifier not in ("gradient_boosting", "xgboost"):
-            raise ValueError(
-                f"classifier must be 'gradient_boosting' or 'xgboost', got {self.classifier!r}"
-            )
+        check_fraction("member_fraction", self.member_fraction)
+        check_choice("classifier", self.classifier, ("gradient_boosting", "xgboost"))
 
     def fit(self, shadow_data: LabelledImages) -> MembershipOracle:
         """Train the shadow model on part of ``shadow_data`` and the classifier on its outputs.
