@@ -111,7 +111,9 @@ class MemorisationTracker:
         feature.check_fits(self.probes.shape)
         self.feature = feature
         # checked now, not at the first epoch's end; the device is the engine's
-        self.settings = ProbeSettings(test, random_feature, seed, batch_size)
+        self.settings = ProbeSettings(
+            test=test, random_feature=random_feature, seed=seed, batch_size=batch_size
+        )
         self.tests = tuple(tests) if tests is not None else (test,)
         self.every = every
         self.name = name
