@@ -3,7 +3,8 @@
 defaults) and through the library (its defaults) give the same outputs. (``audit``:
 ``test_cli_audit.py``; ``memorisation score|scan``: ``test_memorisation_scan.py``;
 ``canary exposure``: ``test_canary_exposure.py``; ``shadow train``:
-``test_shadow_parallel.py``.) And ``fl simulate`` against ``simulate_withdrawal``."""
+``test_shadow_parallel.py``; ``audit verify``: ``test_cli_audit.py``.) And ``fl simulate``
+against ``simulate_withdrawal``."""
 
 from __future__ import annotations
 
