@@ -92,7 +92,7 @@ def inject_and_publish(
     if not source.is_dir() and (canary is not None or all_files or planted is not None):
         raise ValueError(
             f"canary, all_files and planted canaries choose files of a folder; {source} is "
-            "a file (they apply to folder inputs only)"
+            "not a folder (they apply to folder inputs only)"
         )
     hasher = hasher or TextHasher()
     prefix = Path(manifest) if manifest is not None else output
