@@ -93,9 +93,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _score(args: argparse.Namespace) -> int:
+    from monai_forget.checks import check_fraction
     from monai_forget.io import atomic_write, check_writable
     from monai_forget.memorisation import ProbeSettings, UniqueFeature, memorisation_score
 
+    check_fraction("alpha", args.alpha)  # the verdict's rule, checked before any pass
     out = check_writable(args.out, args.overwrite) if args.out else None
     value = 1.0 if args.value is None else args.value
     feature = UniqueFeature.from_text(args.text, tuple(args.position), args.scale, value)
