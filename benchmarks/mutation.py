@@ -448,6 +448,29 @@ MUTANTS = (
         "return self.false_before / (self.true_before + self.false_before)",
         ("tests/test_unlearning.py",),
     ),
+    # Forsaken's stop at non-member confidence (unlearning/dummy_gradient.py)
+    Mutant(
+        "forsaken stop: bisection keeps the end above the target",
+        "monai_forget/unlearning/dummy_gradient.py",
+        "            if at_mid <= target:\n",
+        "            if at_mid > target:\n",
+        ("tests/test_unlearning.py",),
+    ),
+    Mutant(
+        "forsaken stop: confidence measured at W_e, not W_e + step",
+        "monai_forget/unlearning/dummy_gradient.py",
+        "        params = base if step is None else {k: base[k] + scale * step[k] for k in base}\n",
+        "        params = base\n",
+        ("tests/test_unlearning.py",),
+    ),
+    # report outputs (io.py)
+    Mutant(
+        "report outputs: a file accepted as the folder",
+        "monai_forget/io.py",
+        '    if out.exists() and not out.is_dir():\n        raise ValueError(f"{out} is a file; pass a folder for the {what}")\n',
+        "",
+        ("tests/test_io.py",),
+    ),
     # equivalence to retraining (unlearning/retrain_reference.py)
     *(
         Mutant(

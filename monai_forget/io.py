@@ -76,6 +76,22 @@ def check_writable(path: str | os.PathLike, overwrite: bool) -> Path:
     return path
 
 
+def check_output_files(
+    out_dir: str | os.PathLike, names: tuple[str, ...], overwrite: bool, what: str
+) -> tuple[Path, ...]:
+    """The files ``names`` in the folder ``out_dir``, each checked by
+    :func:`check_writable` before any is written (so a refusal leaves no partial output).
+
+    Raises:
+        ValueError: ``out_dir`` is a file (``what`` names the outputs it should hold).
+        (the errors of :func:`check_writable`)
+    """
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out} is a file; pass a folder for the {what}")
+    return tuple(check_writable(out / name, overwrite) for name in names)
+
+
 def make_public(path: str | os.PathLike) -> None:
     """Give a private temporary file or folder (``mkstemp``/``mkdtemp`` make them 0600 /
     0700) the mode of a normal new one: ``0o666`` / ``0o777`` less the umask."""

@@ -3,8 +3,10 @@
 defaults) and through the library (its defaults) give the same outputs. (``audit``:
 ``test_cli_audit.py``; ``memorisation score|scan``: ``test_memorisation_scan.py``;
 ``canary exposure``: ``test_canary_exposure.py``; ``shadow train``:
-``test_shadow_parallel.py``; ``audit verify``: ``test_cli_audit.py``.) And ``fl simulate``
-against ``simulate_withdrawal``."""
+``test_shadow_parallel.py``; ``audit verify``: ``test_cli_audit.py``; ``fl poc``:
+``test_documented_commands.py::test_federated_poc_deployment``; ``demo`` and ``demo leak``:
+``test_demo.py`` and ``test_leak_demo.py``.) And ``fl simulate`` against
+``simulate_withdrawal``."""
 
 from __future__ import annotations
 

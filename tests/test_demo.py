@@ -46,6 +46,25 @@ def test_ema_is_right_in_every_scenario(demo_out):
     assert ema == expected
 
 
+def test_the_command_decides_as_run_demo(demo_out, tmp_path):
+    """Issue 52: ``monai-forget demo`` and ``run_demo`` with its defaults give the same
+    decision, statistic and details in every scenario, for every auditor."""
+    from monai_forget.demo import run_demo
+
+    rows = run_demo(tmp_path / "api", progress=False)
+    cli = {(r.label, r.method): r for r in _results(demo_out)}
+    assert sorted(cli) == sorted((r.result.label, r.result.method) for r in rows)
+    for row in rows:
+        key = (row.result.label, row.result.method)
+        assert (cli[key].decision, cli[key].statistic) == (
+            row.result.decision,
+            row.result.statistic,
+        )
+    # whole details as each wrote them (JSON keeps a NaN as "nan")
+    written = {(r.label, r.method): r.details for r in _results(tmp_path / "api")}
+    assert {key: r.details for key, r in cli.items()} == written and len(written) == 9
+
+
 def test_ks_says_not_forgotten_when_the_provider_is_in_the_training_set(demo_out):
     ks = {r.label: r for r in _results(demo_out) if r.method == "ks"}
     assert ks["original model, provider C"].statistic < 1

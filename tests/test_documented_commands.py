@@ -582,6 +582,49 @@ def test_federated_poc_deployment(shared_data: Path, tmp_path: Path) -> None:
     assert any(poc.glob("*/prod_00/server/startup/*.crt")), "no provisioned certificates"
     assert not processes_mentioning(str(out)), "POC services still running"
     assert (out / "report.html").is_file(), result.stdout
+    _decides_as_the_library(results, shared_data, tmp_path / "api")
+
+
+def _decides_as_the_library(results: dict, shared_data: Path, workspace: Path) -> None:
+    """Issue 52: ``fl poc`` (its defaults and ``FL_BOUNDS``) against
+    ``simulate_withdrawal`` on the same federation, configuration and removal, run on the
+    simulator: the same decisions, statistics, forgetting rate and comparison with the
+    retrained models (the deployment changes where the sites run, not what they compute)."""
+    import torch
+
+    from monai_forget.defaults import RETRAINED_MODELS
+    from monai_forget.fl.run import (
+        acdc_federation,
+        default_auditors,
+        mlp_config,
+        simulate_withdrawal,
+    )
+    from monai_forget.fl.spec import Removal
+    from monai_forget.results import jsonable
+    from monai_forget.unlearning.evaluation import AuditPlan
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the command runs
+    try:
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("MONAI_FORGET_DATA", str(shared_data))
+            federation = acdc_federation(size=32, n_clients=3, patients_per_class=1, seed=0)
+            outcome = simulate_withdrawal(
+                federation,
+                mlp_config(federation, hidden=[128], rounds=2, local_steps=5, seed=0),
+                Removal("site-1", "retrain"),
+                workspace / "workspace",
+                plan=AuditPlan(default_auditors(3), seed=0, cache_dir=workspace / "cache"),
+                retrained=RETRAINED_MODELS,
+            )
+    finally:
+        torch.set_num_threads(threads)
+    api = json.loads(json.dumps(jsonable(outcome.to_dict())))
+    decided = {k: (a["decision"], a["statistic"]) for k, a in api["audits"].items()}
+    assert {k: (a["decision"], a["statistic"]) for k, a in results["audits"].items()} == decided
+    assert any(k.endswith("/refmodel") for k in decided)
+    for key in ("rate", "accuracy", "retraining_forgetting_rate", "versus_retraining"):
+        assert results[key] == api[key], key
 
 
 def _poc_once_its_services_run(out: Path, shared_data: Path, running) -> subprocess.Popen:

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from monai_forget.io import atomic_write, check_writable
+from monai_forget.io import atomic_write, check_output_files, check_writable
 
 
 def test_written_file_has_normal_permissions(tmp_path):
@@ -63,3 +63,20 @@ def test_exclusive_without_hard_links(tmp_path, monkeypatch):
         path.write_bytes(b"theirs")
     assert path.read_bytes() == b"theirs"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new.bin", "taken.bin"]
+
+
+def test_a_report_folders_files_are_all_checked_before_any_is_written(tmp_path):
+    """Both outputs of a report are refused together: the second existing stops the
+    first's check from passing alone, and a file given as the folder is named."""
+    out = tmp_path / "scan"
+    out.mkdir()
+    (out / "b.html").write_text("kept")
+    with pytest.raises(FileExistsError, match="b.html"):
+        check_output_files(out, ("a.json", "b.html"), False, "scan outputs")
+    assert not (out / "a.json").exists() and (out / "b.html").read_text() == "kept"
+    assert check_output_files(out, ("a.json", "b.html"), True, "scan outputs") == (
+        out / "a.json",
+        out / "b.html",
+    )
+    with pytest.raises(ValueError, match="is a file; pass a folder for the scan outputs"):
+        check_output_files(out / "b.html", ("a.json",), True, "scan outputs")

@@ -59,6 +59,20 @@ def test_the_demo_plants_with_the_injector_and_scans_where_it_burned(demo):
     assert record["settings"]["statistic"] == "class-shift"
 
 
+def test_the_command_finds_what_run_leak_demo_finds(demo, tmp_path):
+    """Issue 52: ``monai-forget demo leak`` and ``run_leak_demo`` with its defaults plant
+    the same name and reach the same scan: rows, p-values and verdicts."""
+    from monai_forget.leak_demo import run_leak_demo
+
+    cwd, stdout = demo
+    api = run_leak_demo(tmp_path / "api", progress=False)
+    cli = _scan(cwd / "monai-forget-leak-demo" / "scan")
+    assert api.finding() in stdout
+    record = _scan(tmp_path / "api" / "scan")
+    assert record["rows"] == cli["rows"] and record["significant"] == cli["significant"]
+    assert len(cli["rows"]) == len(ROSTER)
+
+
 def test_the_printed_scan_command_repeats_the_demo_scan(demo):
     """The CLI and the Python API give the same ranks, p-values and verdicts."""
     cwd, stdout = demo

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from monai_forget.io import atomic_write, check_writable
+from monai_forget.io import atomic_write, check_output_files
 from monai_forget.memorisation.exposure import ExposureAudit
 from monai_forget.results import write_json
 
@@ -57,11 +57,9 @@ def write_exposure_report(
     Raises:
         FileExistsError: an output exists and ``overwrite`` is false.
     """
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"{out} is a file; pass a folder for the exposure outputs")
-    json_path = check_writable(out / JSON_NAME, overwrite)
-    png_path = check_writable(out / PNG_NAME, overwrite)
+    json_path, png_path = check_output_files(
+        out_dir, (JSON_NAME, PNG_NAME), overwrite, "exposure outputs"
+    )
     import matplotlib.pyplot as plt
 
     fig = exposure_figure(audit)

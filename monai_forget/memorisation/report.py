@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from monai_forget.defaults import LEAK_SCAN_DECOY_SOURCES
-from monai_forget.io import check_writable
+from monai_forget.io import check_output_files
 from monai_forget.memorisation.decoys import decoy_template
 from monai_forget.memorisation.leak_scan import LeakScanResult
 from monai_forget.reporting import figure_png, render_html, write_html
@@ -74,7 +74,8 @@ def _same_scan(
     )
 
 
-def measured_false_alarms(
+def _measured(
+    table: list[dict[str, Any]],
     correction: str,
     alpha: float,
     references: int = 0,
@@ -82,26 +83,25 @@ def measured_false_alarms(
     by_patient: bool = False,
     statistic: str = "m",
 ) -> list[dict[str, Any]]:
-    """The benchmark's measurements for scans with this correction, alpha and decoy
+    """The rows of ``table`` measured on scans with this correction, alpha and decoy
     source, with reference models or without (``references``: how many the scan had;
     ``by_patient``: trained on halves of the patients), ranked by ``statistic``."""
     like = (correction, alpha, references, decoy_source, by_patient, statistic)
-    return [r for r in MEASURED_FALSE_ALARMS if _same_scan(r, *like)]
+    return [r for r in table if _same_scan(r, *like)]
 
 
-def measured_detection(
-    correction: str,
-    alpha: float,
-    references: int = 0,
-    decoy_source: str = LEAK_SCAN_DECOY_SOURCES[0],
-    by_patient: bool = False,
-    statistic: str = "m",
-) -> list[dict[str, Any]]:
+def measured_false_alarms(correction: str, alpha: float, **kind: Any) -> list[dict[str, Any]]:
+    """The benchmark's false-alarm measurements for scans like this one (``kind``: the
+    optional ``references``, ``decoy_source``, ``by_patient`` and ``statistic`` of
+    :func:`_measured`)."""
+    return _measured(MEASURED_FALSE_ALARMS, correction, alpha, **kind)
+
+
+def measured_detection(correction: str, alpha: float, **kind: Any) -> list[dict[str, Any]]:
     """The measured detection curve of scans like this one (rows by data, network and
-    series length); empty where it was not measured (references without the roster, the
-    class shift)."""
-    like = (correction, alpha, references, decoy_source, by_patient, statistic)
-    return [r for r in MEASURED_DETECTION if _same_scan(r, *like)]
+    series length; ``kind`` as :func:`measured_false_alarms`); empty where it was not
+    measured (references without the roster, the class shift)."""
+    return _measured(MEASURED_DETECTION, correction, alpha, **kind)
 
 
 def smallest_found_series(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -211,7 +211,7 @@ def render_scan_report(result: LeakScanResult, title: str = "Leak scan") -> str:
             + "; ".join(f"{' or '.join(by)} ({name})" for name, by in explained.items())
         )
     like = _scan_kind(result)
-    detection = measured_detection(*like)
+    detection = measured_detection(**like)
     return render_html(
         "leak_scan.html",
         title=title,
@@ -219,7 +219,7 @@ def render_scan_report(result: LeakScanResult, title: str = "Leak scan") -> str:
         verdict=verdict,
         evidence=EVIDENCE,
         no_evidence=NO_EVIDENCE,
-        measured=measured_false_alarms(*like),
+        measured=measured_false_alarms(**like),
         detection=detection,
         found=smallest_found_series(detection),
         found_share=FOUND_SHARE,
@@ -229,18 +229,18 @@ def render_scan_report(result: LeakScanResult, title: str = "Leak scan") -> str:
     )
 
 
-def _scan_kind(result: LeakScanResult) -> tuple[str, float, int, str, bool, str]:
-    """(correction, alpha, reference models, decoy source, references by patient,
-    statistic): what the measurements of the scan's error rates are keyed by."""
+def _scan_kind(result: LeakScanResult) -> dict[str, Any]:
+    """What the measurements of the scan's error rates are keyed by, as the keyword
+    arguments of :func:`_measured`."""
     settings = result.settings
-    return (
-        result.correction,
-        result.alpha,
-        settings.get("references", 0),
-        settings.get("decoy_source", "letters"),
-        settings.get("references_by_patient", False),
-        settings.get("statistic", "m"),
-    )
+    return {
+        "correction": result.correction,
+        "alpha": result.alpha,
+        "references": settings.get("references", 0),
+        "decoy_source": settings.get("decoy_source", "letters"),
+        "by_patient": settings.get("references_by_patient", False),
+        "statistic": settings.get("statistic", "m"),
+    }
 
 
 def write_scan_report(
@@ -261,15 +261,13 @@ def write_scan_report(
     Raises:
         FileExistsError: an output exists and ``overwrite`` is false.
     """
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"{out} is a file; pass a folder for the scan outputs")
-    json_path = check_writable(out / JSON_NAME, overwrite)
-    html_path = check_writable(out / HTML_NAME, overwrite)
+    json_path, html_path = check_output_files(
+        out_dir, (JSON_NAME, HTML_NAME), overwrite, "scan outputs"
+    )
     page = render_scan_report(result, title)
     record = result.to_dict()
-    record["measured_false_alarms"] = measured_false_alarms(*_scan_kind(result))
-    record["measured_detection"] = measured_detection(*_scan_kind(result))
+    record["measured_false_alarms"] = measured_false_alarms(**_scan_kind(result))
+    record["measured_detection"] = measured_detection(**_scan_kind(result))
     write_json(json_path, record, overwrite=overwrite)
     write_html(html_path, page, overwrite=overwrite)
     return json_path, html_path

@@ -125,6 +125,24 @@ class DummyGradientResult:
 
 
 @dataclass
+class _Elimination:
+    """One generation's fixed inputs and its moving point ``W_e`` (``base``, updated in
+    place after each iteration), shared by the objective, the optimiser and the
+    confidence stop."""
+
+    model: nn.Module
+    base: dict[str, torch.Tensor]
+    original: Mapping[str, torch.Tensor]
+    images: torch.Tensor
+    labels: np.ndarray
+
+    def outputs(self, params: Mapping[str, torch.Tensor], chunk: slice) -> torch.Tensor:
+        """The model's logits on ``images[chunk]`` at the weights ``params``."""
+        buffers = dict(self.model.named_buffers())
+        return functional_call(self.model, {**params, **buffers}, (self.images[chunk],))
+
+
+@dataclass
 class DummyGradientGenerator:
     """Forsaken (Liu et al. 2020), Protocol 1 (DummyG): a dummy gradient that makes a model forget.
 
@@ -178,28 +196,25 @@ class DummyGradientGenerator:
 
     # ------------------------------------------------------------------ the objective
 
-    def objective(
+    def _objective(
         self,
-        model: nn.Module,
-        base: Mapping[str, torch.Tensor],
-        original: Mapping[str, torch.Tensor],
+        problem: _Elimination,
         step: Mapping[str, torch.Tensor],
-        images: torch.Tensor,
         *,
         backward: bool = False,
     ) -> Eq4Terms:
-        """Eq. 4 at ``W' = base + step`` (``step = -(η / |D_e|) ∇'``), optionally backpropagated.
+        """Eq. 4 at ``W' = W_e + step`` (``step = -(η / |D_e|) ∇'``), optionally
+        backpropagated.
 
-        The distance term is accumulated over chunks of ``images``; with
-        ``backward=True`` the gradients of the full objective reach ``step``'s tensors.
+        The distance term is accumulated over chunks of ``D_e``; with ``backward=True``
+        the gradients of the full objective reach ``step``'s tensors.
         """
-        n = len(images)
-        buffers = dict(model.named_buffers())
+        base, original = problem.base, problem.original
+        n = len(problem.images)
         distance = 0.0
         for start in range(0, n, self.chunk_size):
-            batch = images[start : start + self.chunk_size]
             current = {k: base[k] + step[k] for k in base}
-            logits = functional_call(model, {**current, **buffers}, (batch,))
+            logits = problem.outputs(current, slice(start, start + self.chunk_size))
             probs = torch.softmax(logits, dim=1)
             uniform = 1.0 / probs.shape[1]
             part = ((probs - uniform) ** 2).sum() / n
@@ -249,15 +264,16 @@ class DummyGradientGenerator:
             for k, v in original.items()
         }
         zero = {k: torch.zeros_like(v) for k, v in original.items()}
-        history = [self.objective(work, base, original, zero, images)]
+        problem = _Elimination(work, base, original, images, data.labels)
+        history = [self._objective(problem, zero)]
         total_step = {k: torch.zeros_like(v) for k, v in original.items()}
-        target, labels = self.target_confidence, data.labels
-        confidence = [] if target is None else [self._confidence(work, base, images, labels)]
+        target = self.target_confidence
+        confidence = [] if target is None else [self._confidence(problem)]
         stopped_at = None
         if target is not None and confidence[0] <= target:
             stopped_at = 0  # already as confident as on non-members: nothing to eliminate
         for e in range(1, 1 + (self.iterations if stopped_at is None else 0)):
-            self._optimise(work, base, original, step, images)
+            self._optimise(problem, step)
             with torch.no_grad():
                 if not all(torch.isfinite(s).all() for s in step.values()):
                     raise ValueError(
@@ -267,15 +283,15 @@ class DummyGradientGenerator:
                     )
                 scale = 1.0
                 if target is not None:
-                    reached = self._confidence(work, base, images, labels, step)
+                    reached = self._confidence(problem, step)
                     if reached <= target:
-                        scale, reached = self._scale_to(work, base, step, images, labels, target)
+                        scale, reached = self._scale_to(problem, step, target)
                         stopped_at = e
                     confidence.append(reached)
                 for k in base:
                     base[k] = base[k] + scale * step[k]
                     total_step[k] += scale * step[k]
-            history.append(self.objective(work, base, original, zero, images))
+            history.append(self._objective(problem, zero))
             if stopped_at is not None:
                 break
         scale = n / self.lr  # ∇' = -(|D_e| / η) * step
@@ -292,32 +308,25 @@ class DummyGradientGenerator:
 
     def _confidence(
         self,
-        model: nn.Module,
-        base: Mapping[str, torch.Tensor],
-        images: torch.Tensor,
-        labels: np.ndarray,
+        problem: _Elimination,
         step: Mapping[str, torch.Tensor] | None = None,
         scale: float = 1.0,
     ) -> float:
-        """Mean LiRA logit confidence on ``D_e`` at ``base + scale * step`` (no grad)."""
+        """Mean LiRA logit confidence on ``D_e`` at ``W_e + scale * step`` (no grad)."""
+        base, n = problem.base, len(problem.images)
         params = base if step is None else {k: base[k] + scale * step[k] for k in base}
-        buffers = dict(model.named_buffers())
         total = 0.0
         with torch.no_grad():
-            for start in range(0, len(images), self.chunk_size):
+            for start in range(0, n, self.chunk_size):
                 chunk = slice(start, start + self.chunk_size)
-                logits = functional_call(model, {**params, **buffers}, (images[chunk],))
-                probs = torch.softmax(logits.double(), dim=1).cpu().numpy()
-                total += float(logit_confidence(probs, labels[chunk]).sum())
-        return total / len(images)
+                probs = torch.softmax(problem.outputs(params, chunk).double(), dim=1)
+                total += float(logit_confidence(probs.cpu().numpy(), problem.labels[chunk]).sum())
+        return total / n
 
     def _scale_to(
         self,
-        model: nn.Module,
-        base: Mapping[str, torch.Tensor],
+        problem: _Elimination,
         step: Mapping[str, torch.Tensor],
-        images: torch.Tensor,
-        labels: np.ndarray,
         target: float,
         rounds: int = 30,
     ) -> tuple[float, float]:
@@ -329,31 +338,24 @@ class DummyGradientGenerator:
         step is taken as monotone, which the bracket does not need for termination).
         """
         low, high = 0.0, 1.0
-        at_high = self._confidence(model, base, images, labels, step, high)
+        at_high = self._confidence(problem, step, high)
         for _ in range(rounds):
             mid = 0.5 * (low + high)
-            at_mid = self._confidence(model, base, images, labels, step, mid)
+            at_mid = self._confidence(problem, step, mid)
             if at_mid <= target:
                 high, at_high = mid, at_mid
             else:
                 low = mid
         return high, at_high
 
-    def _optimise(
-        self,
-        model: nn.Module,
-        base: Mapping[str, torch.Tensor],
-        original: Mapping[str, torch.Tensor],
-        step: Mapping[str, torch.Tensor],
-        images: torch.Tensor,
-    ) -> None:
+    def _optimise(self, problem: _Elimination, step: Mapping[str, torch.Tensor]) -> None:
         """Optimise the current dummy step on Eq. 4 (one Protocol 1 iteration)."""
         tensors = list(step.values())
 
         def closure() -> torch.Tensor:
             for t in tensors:
                 t.grad = None
-            terms = self.objective(model, base, original, step, images, backward=True)
+            terms = self._objective(problem, step, backward=True)
             return torch.tensor(terms.total)
 
         if self.optimizer == "lbfgs":
