@@ -463,11 +463,61 @@ MUTANTS = (
         "        params = base\n",
         ("tests/test_unlearning.py",),
     ),
+    # a late joiner and its removal from the checkpoint on FLARE (issue 53)
+    *(
+        Mutant(f"late joiner: {name}", path, old, new, tests)
+        for name, path, old, new, tests in (
+            (
+                "trains one round after it joined",
+                "monai_forget/fl/spec.py",
+                "return self.first_round + job_round >= self.joined.get(client, 0)",
+                "return self.first_round + job_round > self.joined.get(client, 0)",
+                ("tests/test_fl_client.py",),
+            ),
+            (
+                "default removal retrains from scratch",
+                "monai_forget/fl/spec.py",
+                'method = "checkpoint" if joined else "retrain"',
+                'method = "retrain"',
+                ("tests/test_fl_client.py",),
+            ),
+            (
+                "seeds by the job's round, not the federation's",
+                "monai_forget/fl/client.py",
+                "federation_round = self.spec.schedule.first_round + current_round",
+                "federation_round = current_round",
+                ("tests/test_fl_client.py",),
+            ),
+            (
+                "a result without weights refused",
+                "monai_forget/fl/aggregator.py",
+                "        if not model.params:  # no contribution: not joined yet, or left without "
+                "a step\n            return\n",
+                "",
+                ("tests/test_fl_aggregator.py", *BOTH_TIERS),
+            ),
+            (
+                "owes every round",
+                "monai_forget/fl/job.py",
+                "if schedule.trains(name, r)]",
+                "]",
+                ("tests/test_fl_aggregator.py", *BOTH_TIERS),
+            ),
+            (
+                "retrained from the initial model",
+                "monai_forget/fl/erase.py",
+                "kept = history.checkpoints[start] if start else history.initial",
+                "kept = history.initial",
+                ("tests/test_fl_federaser.py", *BOTH_TIERS),
+            ),
+        )
+    ),
     # report outputs (io.py)
     Mutant(
         "report outputs: a file accepted as the folder",
         "monai_forget/io.py",
-        '    if out.exists() and not out.is_dir():\n        raise ValueError(f"{out} is a file; pass a folder for the {what}")\n',
+        "    if out.exists() and not out.is_dir():\n"
+        '        raise ValueError(f"{out} is a file; pass a folder for the {what}")\n',
         "",
         ("tests/test_io.py",),
     ),
@@ -570,8 +620,8 @@ MUTANTS = (
     Mutant(
         "fl: the last round's update not required",
         "monai_forget/fl/job.py",
-        "        wanted = range(min(last, rounds))",
-        "        wanted = range(min(last, rounds) - 1)",
+        "wanted = [r for r in range(min(last, rounds)) if",
+        "wanted = [r for r in range(min(last, rounds) - 1) if",
         ("tests/test_fl_aggregator.py",),
     ),
     Mutant(

@@ -23,9 +23,14 @@ removes the site from that model:
 - **FedEraser** (:func:`~monai_forget.unlearning.federaser.federaser`: retaining interval
   2, calibration ratio 0.5), and the same retaining every round (interval 1: twice the
   calibration rounds, to see whether the interval is what costs it);
-- **retraining from the checkpoint before the site first trained**: every site here
-  trained from round 0, so the checkpoint is the initial model and this is retraining
-  (the report says so; ``tests/test_federaser.py`` checks the late-joiner case);
+- **retraining from the checkpoint before the site first trained**
+  (:func:`~monai_forget.unlearning.federaser.retrain_from_checkpoint`): by default every
+  site trains from round 0, so the checkpoint is the initial model and this is retraining
+  (the report says so). With ``--site-joins F`` the withdrawn site first trains in round
+  ``round(F x rounds)`` (a provider that joined the consortium late), the server keeps
+  the global model of that round, and the method reruns only the rounds after it without
+  the site: exact (no round before it saw the site), at the share of retraining's compute
+  that those rounds are;
 - **Forsaken** (the generator's defaults, E = 10) on the site's data, the paper's method.
 
 And the never-withdrawn model, the check that both judgements have power. Each model is
@@ -74,7 +79,11 @@ from monai_forget.fl.run import audit_recipe, mlp_config
 from monai_forget.fl.shadow import FedAvgShadowRecipe
 from monai_forget.unlearning import DummyGradientGenerator
 from monai_forget.unlearning.evaluation import accuracy
-from monai_forget.unlearning.federaser import federaser, train_with_history
+from monai_forget.unlearning.federaser import (
+    federaser,
+    retrain_from_checkpoint,
+    train_with_history,
+)
 from monai_forget.unlearning.retrain_reference import EQUIVALENT
 from monai_forget.unlearning.scenario import build_federation
 
@@ -82,6 +91,7 @@ FEDERATIONS = ("mnist-30", "pneumoniamnist-skew")
 SKEW = (0.9, 0.3, 0.6)
 WITHDRAWN_USERS = 2
 METHODS = ("never withdrawn", "retraining", "federaser", "federaser, every round", "forsaken")
+CHECKPOINT = "retraining from the checkpoint"
 FORGOTTEN, NOT_FORGOTTEN = "forgotten", "not forgotten"
 NOT_MEASURABLE = "not measurable (no membership gap)"
 # issue 53's targets
@@ -149,8 +159,19 @@ def retrain(clients: dict, recipe, rounds: int, seed: int, path: Path) -> torch.
     )  # fmt: skip
 
 
+def joins_at(args: argparse.Namespace, rounds: int) -> int:
+    """The round the withdrawn site first trains in (0: from the start)."""
+    return round(args.site_joins * rounds)
+
+
+def methods(args: argparse.Namespace) -> tuple[str, ...]:
+    """The methods judged: retraining from the checkpoint only where it is not retraining."""
+    return METHODS + (CHECKPOINT,) * bool(args.site_joins)
+
+
 def run_seed(name: str, seed: int, args: argparse.Namespace, loaded: dict) -> dict:
-    cached = Path(args.work) / name / f"seed{seed}.json"
+    folder = name if not args.site_joins else f"{name}-joins{args.site_joins:g}"
+    cached = Path(args.work) / folder / f"seed{seed}.json"
     if cached.is_file():
         return json.loads(cached.read_text())
     log(f"{name}, seed {seed}")
@@ -159,8 +180,11 @@ def run_seed(name: str, seed: int, args: argparse.Namespace, loaded: dict) -> di
     recipe, rounds = s["recipe"], s["rounds"]
     site = concat(*(s["clients"][n] for n in s["withdrawn"]))
     remaining = {n: d for n, d in s["clients"].items() if n not in s["withdrawn"]}
+    joined = {n: joins_at(args, rounds) for n in s["withdrawn"]}
     start = time.perf_counter()
-    before, every_round = train_with_history(s["clients"], recipe, rounds, seed=seed, interval=1)
+    before, every_round = train_with_history(
+        s["clients"], recipe, rounds, seed=seed, interval=1, joined=joined
+    )
     history = every_round.every(2)  # FedEraser's default retaining interval
     log(f"  trained with every site in {time.perf_counter() - start:.0f} s")
     start = time.perf_counter()  # the judged retraining is never read from the cache: timed
@@ -179,6 +203,9 @@ def run_seed(name: str, seed: int, args: argparse.Namespace, loaded: dict) -> di
         "never withdrawn": before, "retraining": retrained[0], "federaser": erased.model,
         "federaser, every round": erased_1.model, "forsaken": forsaken.apply(before),
     }  # fmt: skip
+    if args.site_joins:
+        resumed = retrain_from_checkpoint(every_round, remaining, recipe, seed=seed)
+        models[CHECKPOINT] = resumed.model
     members = concat(*remaining.values())
     gap, margin, equivalence = retraining_equivalence(
         retrained[1:], members, site, s["test"], **s.get("references", {})
@@ -196,10 +223,14 @@ def run_seed(name: str, seed: int, args: argparse.Namespace, loaded: dict) -> di
         ),
         "forsaken": (0, 1, forsaken_seconds, 0),
     }  # fmt: skip
+    if args.site_joins:
+        c = resumed.cost
+        costs[CHECKPOINT] = (c.local_steps, c.rounds, c.seconds, c.server_bytes)
     auditor = ReferenceModelAuditor(recipe=s["auditor"], seed=seed, cache_dir=work / "refmodel")
     out = {
         "gap": gap, "margin": margin, "withdrawn": s["withdrawn"], "site_size": len(site),
-        "retrain_steps": retrain_steps, "paper_storage": history.full_storage_bytes(),
+        "retrain_steps": retrain_steps, "joins": joins_at(args, rounds),
+        "paper_storage": history.full_storage_bytes(),
         "paper_storage_every_round": every_round.full_storage_bytes(),
         "methods": {},
     }  # fmt: skip
@@ -239,11 +270,19 @@ def report(name: str, results: dict[int, dict], args: argparse.Namespace) -> lis
     n = len(seeds)
     first = results[seeds[0]]
     say(f"## {name}, {n} seeds\n")
+    joins = first.get("joins", 0)
+    checkpoint = (
+        f"The site joined late: it first trained in round {joins} (0-based) and the server "
+        f"kept the global model of that round; retraining from it reruns the rounds from "
+        f"{joins} on without the site."
+        if joins
+        else "Retraining from the checkpoint before the site first trained: every site "
+        "trained from round 0, so the checkpoint is the initial model and the method is "
+        "retraining (its row is the retraining row)."
+    )
     say(
         f"Withdrawn site: {first['site_size']} samples ({', '.join(first['withdrawn'])} at seed "
-        f"{seeds[0]}). Retraining from the checkpoint before the site first trained: every "
-        "site trained from round 0, so the checkpoint is the initial model and the method "
-        "is retraining (its row is the retraining row).\n"
+        f"{seeds[0]}). {checkpoint}\n"
     )
     say(
         "| method | equivalent to retraining | auditor: 'forgotten' on the site | test accuracy "
@@ -252,7 +291,7 @@ def report(name: str, results: dict[int, dict], args: argparse.Namespace) -> lis
     )
     say("|---|---|---|---|---|---|---|---|---|")
     summary = {}
-    for method in METHODS:
+    for method in methods(args):
         rows = [results[s]["methods"][method] for s in seeds]
         equivalent = sum(r["equivalence"] == EQUIVALENT for r in rows)
         unmeasured = sum(r["equivalence"] == NOT_MEASURABLE for r in rows)
@@ -296,7 +335,7 @@ def report(name: str, results: dict[int, dict], args: argparse.Namespace) -> lis
     say("|---|---|---|---|---|---|")
     for s in seeds:
         r = results[s]
-        for method in METHODS:
+        for method in methods(args):
             m = r["methods"][method]
             relative, decision = "-", m["equivalence"]
             if m["interval"] is not None:
@@ -320,7 +359,7 @@ def report(name: str, results: dict[int, dict], args: argparse.Namespace) -> lis
     # the site at least once
     powered = any(results[s]["methods"]["never withdrawn"]["audit"] == NOT_FORGOTTEN
                   for s in seeds)  # fmt: skip
-    for method in ("federaser", "federaser, every round", "forsaken"):
+    for method in methods(args)[2:]:
         equivalent, forgotten, vs, share = summary[method]
         audit_mark = (
             mark(abs(forgotten - retrain_forgotten) <= FORGOTTEN_POINTS) if powered
@@ -356,6 +395,12 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=25, help="mnist-30's FedAvg rounds")
     parser.add_argument("--work", required=True, help="result cache (resumable)")
     parser.add_argument("--out", default=None, help="also write the markdown here (atomic)")
+    parser.add_argument(
+        "--site-joins",
+        type=float,
+        default=0.0,
+        help="the withdrawn site first trains at this share of the rounds (0: from the start)",
+    )
     args = parser.parse_args()
     if not (data_root() / "mnist").is_dir():
         print(f"MNIST not found under {data_root()}; set MONAI_FORGET_DATA", file=sys.stderr)
@@ -368,7 +413,8 @@ def main() -> int:
     say("# Removing a withdrawn site: every method judged as one (issue 53)\n")
     say(
         f"`python benchmarks/withdrawal_methods.py --federations {' '.join(args.federations)} "
-        f"--seeds {' '.join(map(str, args.seeds))} --k {args.k} --rounds {args.rounds}` · "
+        f"--seeds {' '.join(map(str, args.seeds))} --k {args.k} --rounds {args.rounds}"
+        f"{f' --site-joins {args.site_joins:g}' * bool(args.site_joins)}` · "
         f"python {platform.python_version()}, torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads, CPU, every client in one process\n"
     )

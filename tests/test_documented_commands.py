@@ -148,6 +148,7 @@ FL = (
     "monai-forget fl poc --out fl-poc",
     "monai-forget fl simulate --method federaser --out fl-federaser",
     "monai-forget fl poc --stop fl-poc",
+    "monai-forget fl simulate --method checkpoint --rounds 8 --site-joins 6 --out fl-checkpoint",
 )
 #: Bounds appended to the FLARE runs: 2 rounds of 5 local steps, the withdrawal in the
 #: last, 2 generator iterations, 3 clients (the fewest the reference-model auditor's known
@@ -554,6 +555,29 @@ def test_federated_removal_after_training(shared_data: Path, tmp_path: Path) -> 
     summary = (out / "summary.md").read_text()
     assert "Cost of removing site-1 (federaser): 6 local steps" in summary
     assert (out / "workspace" / "train" / "job" / "server" / "history.pt").is_file()
+
+
+@pytest.mark.fl
+@pytest.mark.slow
+def test_federated_removal_of_a_late_joiner_from_its_checkpoint(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    """``fl simulate --method checkpoint``: site-1 joins in round 6 of 8; the server keeps
+    the global model of round 6 and a second FLARE job reruns rounds 6-7 without it: 2
+    sites x 2 rounds x 5 steps, a quarter of retraining's 2 x 8 x 5."""
+    pytest.importorskip("nvflare", reason="NVIDIA FLARE is not installed")
+    bounds = "--clients 3 --local-steps 5 --retrained 3"
+    result = check(run_line(FL[5], tmp_path, extra=bounds, env=environment(shared_data)))
+    out = tmp_path / "fl-checkpoint"
+    results = json.loads((out / "results.json").read_text())
+    assert results["label"] == "checkpoint"
+    assert results["withdrawal"] == {"client": "site-1", "method": "checkpoint", "joined": 6}
+    assert (results["cost"]["rounds"], results["cost"]["local_steps"]) == (2, 2 * 2 * 5)
+    assert results["cost"]["server_bytes"] > 0
+    assert "Cost of removing site-1 (checkpoint): 20 local steps" in result.stdout
+    assert len(results["versus_retraining"]["retrained_means"]) == 3
+    kits = out / "workspace" / "checkpoint" / "job" / "clients"
+    assert sorted(p.name for p in kits.iterdir()) == ["site-2", "site-3"]
 
 
 @pytest.mark.fl

@@ -17,7 +17,7 @@ from nvflare.app_common.abstract.fl_model import FLModel, ParamsType
 from monai_forget.data import load_digits
 from monai_forget.fl.aggregator import OrderedFedAvg
 from monai_forget.fl.job import check_contributions, run_federated
-from monai_forget.fl.spec import FederatedConfig, Withdrawal
+from monai_forget.fl.spec import FederatedConfig, Schedule, Withdrawal
 from monai_forget.unlearning.baselines import fedavg
 
 pytestmark = [pytest.mark.fl, pytest.mark.slow]  # pytest -m 'not fl' runs without NVIDIA FLARE
@@ -164,3 +164,25 @@ def test_a_client_whose_rounds_another_process_answered_is_refused(tmp_path) -> 
     (tmp_path / "site-2" / "update_round_000.pt").unlink()
     with pytest.raises(RuntimeError, match="site-2: rounds 0"):
         check_contributions(tmp_path, names, 3, Withdrawal("site-3", 1))
+
+    # a site that joined in round 2 owes only rounds 2 on
+    (tmp_path / "site-2" / "update_round_000.pt").write_bytes(b"")
+    with pytest.raises(RuntimeError, match="site-3: rounds 2 "):
+        check_contributions(tmp_path, names, 3, None, Schedule(joined={"site-3": 2}))
+    (tmp_path / "site-3" / "update_round_002.pt").write_bytes(b"")
+    check_contributions(tmp_path, names, 3, None, Schedule(joined={"site-3": 2}))
+    with pytest.raises(RuntimeError, match="site-3: rounds 1 "):
+        check_contributions(tmp_path, names, 3, None, Schedule(joined={"site-3": 1}))
+
+
+def test_a_result_without_weights_is_no_contribution() -> None:
+    """A site that has not joined yet (or left without a step) sends no weights: the
+    round's mean is the others', and nothing is logged as refused."""
+    aggregator = OrderedFedAvg()
+    aggregator.accept_model(_result("a", np.full(4, 2.0), 10))
+    aggregator.accept_model(
+        FLModel(params=None, meta={"client_name": "b"}, metrics={"not_joined": 1.0})
+    )
+    aggregator.accept_model(_result("c", np.full(4, 4.0), 10))
+    assert aggregator.rejected == {}
+    np.testing.assert_allclose(aggregator.aggregate_model().params["w"].numpy(), 3.0)

@@ -11,7 +11,15 @@ import torch
 
 from monai_forget.data import load_digits
 from monai_forget.fl.client import FederatedClient
-from monai_forget.fl.spec import FederatedConfig, JobSpec, Withdrawal, load_tensors
+from monai_forget.fl.spec import (
+    FederatedConfig,
+    JobSpec,
+    Removal,
+    Schedule,
+    Withdrawal,
+    departure,
+    load_tensors,
+)
 
 
 def _client(tmp_path, method: str = "forsaken", generator: dict | None = None):
@@ -89,3 +97,57 @@ def test_withdrawal_settings_are_checked_early() -> None:
         Withdrawal("a", 1, "forsaken", {"unknown_option": 1})
     with pytest.raises(ValueError, match="only to method='forsaken'"):
         Withdrawal("a", 1, "natural", {"iterations": 3})
+
+
+def test_a_late_joiner_sends_nothing_before_its_round_then_trains_with_the_federations_seeds(
+    tmp_path,
+) -> None:
+    """Issue 53: a job that continues a federation from its round 2 (``first_round``),
+    with site ``b`` joining in round 3 and seeded by its place (1) in the federation."""
+    config = FederatedConfig(
+        network="mlp",
+        network_args={"in_shape": [1, 8, 8], "num_classes": 10, "hidden": [16]},
+        rounds=2,
+        local_steps=4,
+        batch_size=8,
+        seed=5,
+    )
+    schedule = Schedule(first_round=2, joined={"b": 3}, positions={"b": 1})
+    spec = JobSpec.from_json(JobSpec(config, ("b",), None, schedule).to_json())
+    assert spec.schedule == schedule
+    data = load_digits().subset(np.arange(40))
+    client = FederatedClient("b", data, spec, tmp_path / "b")
+    torch.manual_seed(0)
+    state = {k: v.numpy() for k, v in config.recipe().build().state_dict().items()}
+    idle = client.handle(state, 0)  # the federation's round 2: not joined yet
+    assert idle.params is None and idle.metrics == {"not_joined": 1.0}
+    trained = client.handle(state, 1)  # round 3
+    model = config.recipe().build()
+    model.load_state_dict({k: torch.as_tensor(v) for k, v in state.items()})
+    config.recipe().fit(model, data, seed=5 * 100_003 + 3 * 1_009 + 1, device="cpu")
+    for k, v in model.state_dict().items():
+        torch.testing.assert_close(trained.params[k], v)
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["update_round_001.pt"]
+
+
+def test_departure_builds_the_method_named_and_refuses_a_late_joiner_leaving_in_training() -> None:
+    assert departure("site-1", "checkpoint", joined=4) == Removal("site-1", "checkpoint", joined=4)
+    # the measured defaults: the checkpoint for a late joiner, else retraining
+    assert departure("site-1", joined=4) == Removal("site-1", "checkpoint", joined=4)
+    assert departure("site-1") == Removal("site-1", "retrain")
+    assert departure("site-1", "natural", round=2) == Withdrawal("site-1", 2, "natural", {})
+    with pytest.raises(ValueError, match="joined in round 4 is removed after training"):
+        departure("site-1", "forsaken", round=2, joined=4)
+    with pytest.raises(ValueError, match="must be >= 0"):
+        Removal("site-1", "checkpoint", joined=-1)
+    with pytest.raises(ValueError, match="method must be one of"):
+        departure("site-1", "erase")
+
+
+def test_a_join_round_the_federation_never_reaches_is_refused_before_training(tmp_path) -> None:
+    from monai_forget.fl.erase import remove_after_training
+
+    config = FederatedConfig(network="mlp", network_args={"in_shape": [1, 8, 8]}, rounds=3)
+    with pytest.raises(ValueError, match="joins in round 3 but the federation trains 3 rounds"):
+        remove_after_training({}, config, Removal("a", "checkpoint", joined=3), tmp_path)
+    assert not any(tmp_path.iterdir())

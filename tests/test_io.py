@@ -71,7 +71,7 @@ def test_a_report_folders_files_are_all_checked_before_any_is_written(tmp_path):
     out = tmp_path / "scan"
     out.mkdir()
     (out / "b.html").write_text("kept")
-    with pytest.raises(FileExistsError, match="b.html"):
+    with pytest.raises(FileExistsError, match=r"b\.html"):
         check_output_files(out, ("a.json", "b.html"), False, "scan outputs")
     assert not (out / "a.json").exists() and (out / "b.html").read_text() == "kept"
     assert check_output_files(out, ("a.json", "b.html"), True, "scan outputs") == (

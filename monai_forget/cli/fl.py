@@ -119,16 +119,19 @@ def _add_options(sim: argparse.ArgumentParser, out_required: bool = True) -> Non
     )
     leave.add_argument(
         "--method",
-        choices=("retrain", "federaser", "forsaken", "forcible", "natural"),
-        default="retrain",
+        choices=("retrain", "federaser", "checkpoint", "forsaken", "forcible", "natural"),
+        default=None,
         help="how the provider leaves. After training, from what the server kept "
         "(--withdraw-round unused): retrain trains again without the provider, federaser "
         "calibrates the stored updates of the providers that stay (Liu et al. 2021, "
-        "FedEraser). During training, in --withdraw-round (Liu et al. 2020): forsaken sends "
+        "FedEraser), checkpoint retrains from the global model of the round the provider "
+        "joined in (--site-joins; exact, the rounds from there only). During training, in "
+        "--withdraw-round (Liu et al. 2020): forsaken sends "
         "the dummy-gradient elimination update, forcible subtracts its accumulated "
-        "contributions, natural sends nothing. The default is the only one measured "
-        "equivalent to retraining with retraining's accuracy (benchmarks/results/"
-        "withdrawal_methods.md) (default %(default)s)",
+        "contributions, natural sends nothing. The default is the measured one "
+        "(benchmarks/results/withdrawal_methods.md): checkpoint with --site-joins, else "
+        "retrain (no cheaper method was equivalent to retraining for a provider that "
+        "trained from round 0)",
     )
     generator = {
         "iterations": (int, "generator iterations E"),
@@ -142,6 +145,14 @@ def _add_options(sim: argparse.ArgumentParser, out_required: bool = True) -> Non
             default=FORSAKEN_GENERATOR[name],
             help=f"{text} (default %(default)s)",
         )
+    leave.add_argument(
+        "--site-joins",
+        type=int,
+        default=0,
+        metavar="ROUND",
+        help="0-based round the withdrawing provider first trains in (a provider that "
+        "joined late; removal after training only) (default %(default)s)",
+    )
     leave.add_argument(
         "--remaining", default=None, help="remaining provider to audit (default: the first)"
     )

@@ -48,7 +48,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         sample_federation,
         simulate_withdrawal,
     )
-    from monai_forget.fl.spec import REMOVAL_METHODS, Removal, Withdrawal
+    from monai_forget.fl.spec import departure
     from monai_forget.unlearning.evaluation import AuditPlan
 
     out = Path(args.out)
@@ -68,10 +68,13 @@ def run_simulate(args: argparse.Namespace) -> int:
         if args.method == "forsaken"
         else {}
     )
-    if args.method in REMOVAL_METHODS:
-        withdrawal = Removal(args.withdraw, args.method)
-    else:
-        withdrawal = Withdrawal(args.withdraw, args.withdraw_round, args.method, generator)
+    withdrawal = departure(
+        args.withdraw,
+        args.method,
+        round=args.withdraw_round,
+        joined=args.site_joins,
+        generator=generator,
+    )
     if args.data == "acdc":
         federation = acdc_federation(
             size=args.size,

@@ -20,8 +20,10 @@ federated-learning engine, NVIDIA FLARE (``pip install 'monai-forget[fl]'``):
   PneumoniaMNIST partitions) and :func:`simulate_withdrawal`, a FLARE run plus its
   forgetting rate, audits and accuracies (``monai-forget fl simulate``);
 - :mod:`~monai_forget.fl.erase`: a site removed after training, from what the server
-  kept: FedEraser as a second FLARE job (:func:`run_federaser`), or retraining
-  (:func:`remove_after_training`; ``fl simulate --method retrain|federaser``).
+  kept: FedEraser as a second FLARE job (:func:`run_federaser`), retraining from the
+  checkpoint of the round a late site joined in (:func:`run_from_checkpoint`), or
+  retraining (:func:`remove_after_training`; ``fl simulate --method
+  retrain|federaser|checkpoint``).
 
 The method itself (generator, oracle, forgetting rate, baselines) lives in
 :mod:`monai_forget.unlearning` and works without FLARE; this package imports it, never
@@ -29,7 +31,7 @@ the reverse. ``nvflare`` is imported only when a federation runs.
 """
 
 from monai_forget.fl.client import FederatedClient, Reply
-from monai_forget.fl.erase import remove_after_training, run_federaser
+from monai_forget.fl.erase import remove_after_training, run_federaser, run_from_checkpoint
 from monai_forget.fl.export import export_federated_job
 from monai_forget.fl.job import FederatedRun, WithdrawalError, network_class_path, run_federated
 from monai_forget.fl.outcome import WithdrawalOutcome
@@ -50,6 +52,7 @@ from monai_forget.fl.spec import (
     FederatedConfig,
     JobSpec,
     Removal,
+    Schedule,
     Withdrawal,
     load_tensors,
     save_tensors,
@@ -69,6 +72,7 @@ __all__ = [
     "JobSpec",
     "Removal",
     "Reply",
+    "Schedule",
     "Withdrawal",
     "WithdrawalError",
     "WithdrawalOutcome",
@@ -82,6 +86,7 @@ __all__ = [
     "remove_after_training",
     "run_federaser",
     "run_federated",
+    "run_from_checkpoint",
     "sample_federation",
     "save_tensors",
     "simulate_withdrawal",

@@ -64,6 +64,8 @@ class OrderedFedAvg(ModelAggregator):
         initial_ckpt: The job's initial weights (the global model of round 0).
         clients: The federation's client names, in order.
         rounds: The job's rounds (the history is written after the last one too).
+        joined: Client -> the round it first trains in (default 0); the history keeps
+            the global model of each such round after 0, to retrain from.
     """
 
     def __init__(
@@ -75,10 +77,12 @@ class OrderedFedAvg(ModelAggregator):
         initial_ckpt: str | None = None,
         clients: list[str] | None = None,
         rounds: int = 0,
+        joined: dict[str, int] | None = None,
     ) -> None:
         super().__init__()
         self.retain_path, self.retain_every = retain_path, retain_every
         self.initial_ckpt, self.clients, self.rounds = initial_ckpt, clients, rounds
+        self.joined = dict(joined or {})
         self._history = None
         self._global: dict | None = None  # the global model the round's clients received
         self._results: dict[str, FLModel] = {}
@@ -108,6 +112,8 @@ class OrderedFedAvg(ModelAggregator):
                 f"it withdrew in round {self.withdrawals[name]}; a withdrawn client's later "
                 "results (a second withdrawal, renewed training) are left out",
             )
+            return
+        if not model.params:  # no contribution: not joined yet, or left without a step
             return
         if (model.metrics or {}).get(ELIMINATED):
             self.withdrawals.setdefault(name, now)
@@ -180,9 +186,8 @@ class OrderedFedAvg(ModelAggregator):
         before = _as_tensors(self._start_of_round())
         if self._history is None:
             clients = tuple(self.clients or names)
-            self._history = ServerHistory(
-                clients, 0, self.retain_every, dict.fromkeys(clients, 0), before
-            )
+            joined = {n: self.joined.get(n, 0) for n in clients}
+            self._history = ServerHistory(clients, 0, self.retain_every, joined, before)
         now = self._current_round()
         self._history.record(now, before, {n: _as_tensors(self._results[n].params) for n in names})
         # between retained rounds only the round count changes: no rewrite of the

@@ -90,6 +90,8 @@ class FederatedClient:
     def handle(self, params: Mapping[str, Any], current_round: int) -> Reply:
         """Answer the global model of ``current_round`` with this client's update."""
         state = self._as_state(params, current_round)
+        if not self.spec.schedule.trains(self.site, current_round):
+            return Reply(None, {}, {"not_joined": 1.0})  # FedAvg leaves it out
         w = self.withdrawal
         if w is not None and current_round > w.round:
             return Reply(None, {}, {"withdrawn": 1.0})
@@ -118,7 +120,8 @@ class FederatedClient:
 
     def _train(self, state: dict[str, torch.Tensor], current_round: int) -> Reply:
         self._load(state)
-        seed = self.spec.config.seed * 100_003 + current_round * 1_009 + self._index()
+        federation_round = self.spec.schedule.first_round + current_round
+        seed = self.spec.config.seed * 100_003 + federation_round * 1_009 + self._index()
         self.recipe.fit(self.model, self.data, seed=seed, device=self.device)
         new = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
         delta = {k: new[k] - state[k].to(new[k]) for k in new if new[k].is_floating_point()}
@@ -126,6 +129,9 @@ class FederatedClient:
         return Reply(new, {NUM_STEPS_KEY: self.spec.config.local_steps}, {"trained": 1.0})
 
     def _index(self) -> int:
+        """Its position in the federation (seeds its batches)."""
+        if self.site in self.spec.schedule.positions:
+            return self.spec.schedule.positions[self.site]
         return self.spec.clients.index(self.site) if self.site in self.spec.clients else 0
 
     # ------------------------------------------------------------------ withdrawal

@@ -1,4 +1,5 @@
-"""FedEraser on NVIDIA FLARE: remove a site after training, from the server's history.
+"""Remove a site after training on NVIDIA FLARE, from what the server kept: FedEraser,
+or retraining from the checkpoint before the site first trained.
 
 The training run keeps FedEraser's server history (:func:`~monai_forget.fl.job.
 run_federated` with ``retain_every``; :class:`~monai_forget.fl.aggregator.OrderedFedAvg`
@@ -8,6 +9,12 @@ round per retained training round after the first, and the server
 (:class:`~monai_forget.fl.aggregator.FedEraserCalibration`) rescales each site's
 direction to its retained update's size. The method, our reading of the paper and the
 storage it needs are in :mod:`monai_forget.unlearning.federaser`.
+
+:func:`run_from_checkpoint` removes a site that joined the federation late: the server
+kept the global model of the round the site first trained in (one model), and a second
+FLARE job reruns only the rounds from there without it, each remaining site with its
+batch seeds of the training run, as
+:func:`~monai_forget.unlearning.federaser.retrain_from_checkpoint` does in one process.
 """
 
 from __future__ import annotations
@@ -22,10 +29,10 @@ from torch import nn
 
 from monai_forget.data import LabelledImages
 from monai_forget.fl.job import FederatedRun, run_federated
-from monai_forget.fl.spec import FederatedConfig, Removal, save_tensors
+from monai_forget.fl.spec import FederatedConfig, Removal, Schedule, save_tensors
 from monai_forget.unlearning.federaser import ServerHistory, WithdrawalCost, first_round_model
 
-__all__ = ["remove_after_training", "run_federaser"]
+__all__ = ["remove_after_training", "run_federaser", "run_from_checkpoint"]
 
 
 def run_federaser(
@@ -101,6 +108,70 @@ def run_federaser(
     return run, cost
 
 
+def run_from_checkpoint(
+    trained: FederatedRun,
+    withdrawn: str,
+    clients: Mapping[str, LabelledImages],
+    workspace: str | Path,
+    *,
+    backend: str = "simulator",
+) -> tuple[FederatedRun, WithdrawalCost]:
+    """Remove ``withdrawn`` by retraining from the global model of the round it first
+    trained in, on FLARE: the rounds from there run again without it.
+
+    Exact: no round before the checkpoint saw the site, so the result is a federation
+    trained without it (with the training run's seeds). A site that trained from round 0
+    leaves only the initial model: that is full retraining, at full cost.
+
+    Args:
+        trained: A run made with ``run_federated(..., retain_every=N, schedule=...)``
+            whose server kept the checkpoint of the site's first round.
+        withdrawn: The site to remove.
+        clients: Every site's data as in the training run.
+        workspace: The job's workspace (replaced if it exists).
+        backend: ``"simulator"`` or ``"poc"``.
+
+    Returns:
+        The retraining run (its global model has the site removed; its ``record`` names
+        the site and the round it joined in) and its cost (the server storage: the one
+        checkpoint).
+
+    Raises:
+        ValueError: the run kept no history, an unknown site, or no checkpoint of the
+            site's first round.
+    """
+    if not trained.history_path.is_file():
+        raise ValueError(
+            f"the run at {trained.workspace} kept no server history; train with "
+            "run_federated(..., retain_every=2) so the server keeps the checkpoint"
+        )
+    if withdrawn not in trained.clients:
+        raise ValueError(f"{withdrawn!r} is not one of the run's sites {list(trained.clients)}")
+    history = ServerHistory.load(trained.history_path)
+    start = history.joined[withdrawn]
+    if start and start not in history.checkpoints:
+        raise ValueError(f"no checkpoint of round {start} was kept; retrain from scratch")
+    kept = history.checkpoints[start] if start else history.initial
+    # the model's own precision (the server's history holds float64)
+    weights = {k: v.to(torch.float32) if v.is_floating_point() else v for k, v in kept.items()}
+    stay = [n for n in trained.clients if n != withdrawn]
+    joined = {n: max(history.joined[n], start) for n in stay}
+    schedule = Schedule(start, joined, {n: trained.clients.index(n) for n in stay})
+    config = replace(trained.config, rounds=history.rounds - start)
+    run = run_federated(
+        {n: clients[n] for n in stay},
+        config,
+        workspace,
+        initial_state=weights,
+        backend=backend,
+        schedule=schedule,
+    )
+    steps = config.local_steps * sum(history.rounds - j for j in joined.values())
+    stored = sum(v.numel() * v.element_size() for v in weights.values()) if start else 0
+    record = {"client": withdrawn, "method": "checkpoint", "joined": start}
+    return replace(run, record=record), WithdrawalCost(steps, config.rounds, run.seconds, stored)
+
+
 def _first_round_only(trained, first, remaining, workspace, config, history):
     from monai_forget.fl.job import model_from_state
 
@@ -117,23 +188,37 @@ def remove_after_training(
     *,
     backend: str = "simulator",
 ) -> tuple[FederatedRun, nn.Module, WithdrawalCost]:
-    """Train FedAvg with every client on FLARE (the server keeping FedEraser's history, in
-    ``workspace/train``), then remove ``removal.client`` in a second FLARE run
-    (``workspace/federaser`` or ``workspace/retrain``).
+    """Train FedAvg with every client on FLARE (the server keeping FedEraser's history and
+    the checkpoint of the round ``removal.client`` joined in, in ``workspace/train``), then
+    remove it in a second FLARE run (``workspace/<method>``).
 
     Returns:
         The removal's run (its global model has the client removed), the trained model
         it was removed from, and the removal's cost.
     """
+    if removal.joined >= config.rounds:
+        raise ValueError(
+            f"{removal.client} joins in round {removal.joined} but the federation trains "
+            f"{config.rounds} rounds (0-based); give a round below {config.rounds}"
+        )
     workspace = Path(workspace)
     trained = run_federated(
-        clients, config, workspace / "train", backend=backend, retain_every=removal.retain_every
+        clients,
+        config,
+        workspace / "train",
+        backend=backend,
+        retain_every=removal.retain_every,
+        schedule=Schedule(joined={removal.client: removal.joined}),
     )
     if removal.method == "federaser":
         run, cost = run_federaser(
             trained, removal.client, clients, workspace / "federaser",
             calibration_ratio=removal.calibration_ratio, backend=backend,
         )  # fmt: skip
+    elif removal.method == "checkpoint":
+        run, cost = run_from_checkpoint(
+            trained, removal.client, clients, workspace / "checkpoint", backend=backend
+        )
     else:
         stay = {n: d for n, d in clients.items() if n != removal.client}
         run = run_federated(stay, config, workspace / "retrain", backend=backend)

@@ -45,6 +45,7 @@ from monai_forget.fl.poc import DeploymentError, run_poc
 from monai_forget.fl.spec import (
     FederatedConfig,
     JobSpec,
+    Schedule,
     Withdrawal,
     check_site_name,
     load_tensors,
@@ -204,6 +205,7 @@ def run_federated(
     backend: str = "simulator",
     retain_every: int | None = None,
     aggregator: Any = None,
+    schedule: Schedule | None = None,
 ) -> FederatedRun:
     """Run FedAvg on NVIDIA FLARE, with an optional withdrawal.
 
@@ -225,6 +227,9 @@ def run_federated(
             a site can later be removed by :func:`~monai_forget.fl.erase.run_federaser`.
         aggregator: A FLARE aggregator to use in place of the order-free FedAvg (e.g.
             :class:`~monai_forget.fl.aggregator.FedEraserCalibration`).
+        schedule: The rounds each client trains in (a client that joined late) and the
+            positions that seed their batches (default: every client from round 0, in
+            the order of ``clients``).
 
     Returns:
         The final global model and the run's records.
@@ -247,7 +252,8 @@ def run_federated(
     for name, data in clients.items():
         _write_npz(data, job_dir / "data" / f"{name}.npz")
         (job_dir / "clients" / name).mkdir(parents=True, exist_ok=True)
-    JobSpec(config, names, withdrawal).save(job_dir / "job.json")
+    schedule = schedule or Schedule()
+    JobSpec(config, names, withdrawal, schedule).save(job_dir / "job.json")
     if initial_state is None:
         with torch.random.fork_rng():
             torch.manual_seed(config.seed)
@@ -268,6 +274,7 @@ def run_federated(
             initial_ckpt=str(ckpt),
             clients=list(names),
             rounds=config.rounds,
+            joined=dict(schedule.joined),
         )
     recipe = fedavg_recipe(
         config,
@@ -293,7 +300,7 @@ def run_federated(
             f"{job_dir / 'clients'})"
         ) from err
     seconds = time.perf_counter() - start
-    check_contributions(job_dir / "clients", names, config.rounds, withdrawal)
+    check_contributions(job_dir / "clients", names, config.rounds, withdrawal, schedule)
     record = _read_record(job_dir, withdrawal)
     model = model_from_state(config, state)
     return FederatedRun(model, workspace, names, config, withdrawal, record, seconds, backend)
@@ -393,12 +400,17 @@ def _clear(workspace: Path) -> None:
 
 
 def check_contributions(
-    clients_dir: Path, names: Sequence[str], rounds: int, withdrawal: Withdrawal | None
+    clients_dir: Path,
+    names: Sequence[str],
+    rounds: int,
+    withdrawal: Withdrawal | None,
+    schedule: Schedule | None = None,
 ) -> None:
     """Refuse a run in which a client's own process did not answer each of its rounds.
 
-    Every client records each round it trains (``update_round_NNN.pt`` in its folder;
-    the withdrawing client only before its round). FLARE's simulator has been seen, on a
+    Every client records each round it trains (``update_round_NNN.pt`` in its folder,
+    numbered by the job's rounds; the withdrawing client only before its round, a client
+    that joined late only from the round it joined in). FLARE's simulator has been seen, on a
     loaded machine, to serve one client's tasks from another client's process: that
     process trains on its own data, so the global model is not this federation's, and
     nothing else shows it.
@@ -408,9 +420,10 @@ def check_contributions(
             the rounds and the remedy.
     """
     missing = {}
+    schedule = schedule or Schedule()
     for name in names:
         last = withdrawal.round if withdrawal is not None and withdrawal.client == name else rounds
-        wanted = range(min(last, rounds))
+        wanted = [r for r in range(min(last, rounds)) if schedule.trains(name, r)]
         have = clients_dir / name
         lost = [r for r in wanted if not (have / f"update_round_{r:03d}.pt").is_file()]
         if lost:

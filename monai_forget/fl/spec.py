@@ -29,8 +29,10 @@ __all__ = [
     "FederatedConfig",
     "JobSpec",
     "Removal",
+    "Schedule",
     "Withdrawal",
     "check_site_name",
+    "departure",
     "load_tensors",
     "save_tensors",
 ]
@@ -39,9 +41,10 @@ __all__ = [
 #: Liu et al. 2020), subtracting its accumulated contributions ("forcible"), or simply
 #: stopping ("natural").
 WITHDRAWAL_METHODS = ("forsaken", "forcible", "natural")
-#: How a client is removed after training, from what the server kept: FedEraser's
-#: calibrated retraining (Liu et al. 2021), or retraining from scratch without it.
-REMOVAL_METHODS = ("retrain", "federaser")
+#: How a client is removed after training, from what the server kept: retraining from
+#: scratch without it, FedEraser's calibrated retraining (Liu et al. 2021), or retraining
+#: from the global model of the round it first trained in (a client that joined late).
+REMOVAL_METHODS = ("retrain", "federaser", "checkpoint")
 #: The metric a withdrawing client's elimination update carries, so the server knows it
 #: withdrew (``monai_forget.fl.aggregator`` leaves out its later results).
 ELIMINATED = "eliminated"
@@ -156,34 +159,99 @@ class Removal:
 
     Args:
         client: The client to remove.
-        method: ``"retrain"`` (FedAvg from scratch without it; every client trained from
-            round 0, so retraining from the last checkpoint before it is the same) or
-            ``"federaser"`` (:mod:`monai_forget.unlearning.federaser`).
+        method: ``"retrain"`` (FedAvg from scratch without it), ``"federaser"``
+            (:mod:`monai_forget.unlearning.federaser`) or ``"checkpoint"`` (FedAvg without
+            it from the global model of round ``joined``, which the server keeps: exact,
+            since no earlier round saw the client; with ``joined=0`` it is retraining).
         calibration_ratio: FedEraser's calibration training, a share of the local steps.
         retain_every: FedEraser's retaining interval in rounds.
+        joined: The round the client first trained in (0-based; a client that joined the
+            federation late).
     """
 
     client: str
-    method: Literal["retrain", "federaser"] = "retrain"
+    method: Literal["retrain", "federaser", "checkpoint"] = "retrain"
     calibration_ratio: float = 0.5
     retain_every: int = 2
+    joined: int = 0
 
     def __post_init__(self) -> None:
         check_site_name(self.client)
         check_choice("method", self.method, REMOVAL_METHODS)
+        if int(self.joined) < 0:
+            raise ValueError(f"the round the client joined must be >= 0, got {self.joined}")
         if not 0 < self.calibration_ratio <= 1:
             raise ValueError(f"calibration_ratio must be in (0, 1], got {self.calibration_ratio}")
         if int(self.retain_every) < 1:
             raise ValueError(f"retain_every must be >= 1 round, got {self.retain_every}")
 
 
+def departure(
+    client: str,
+    method: str | None = None,
+    *,
+    round: int = 0,
+    joined: int = 0,
+    generator: Mapping[str, Any] | None = None,
+) -> Withdrawal | Removal:
+    """How ``client`` leaves by ``method``: removed after training (a
+    :data:`REMOVAL_METHODS` method; ``joined``: the round it first trained in) or leaving
+    during training in ``round`` (``generator``: Forsaken's settings).
+
+    The default is the measured one (``benchmarks/results/withdrawal_methods.md``):
+    retraining from the checkpoint for a site that joined late (exact, at the share of
+    the rounds after it joined), else retraining from scratch (no cheaper method was
+    equivalent to it for a site that trained from round 0).
+
+    Raises:
+        ValueError: an unknown method, or ``joined`` with a method that leaves during
+            training (a late joiner is removed after training).
+    """
+    if method is None:
+        method = "checkpoint" if joined else "retrain"
+    check_choice("method", method, REMOVAL_METHODS + WITHDRAWAL_METHODS)
+    if method in REMOVAL_METHODS:
+        return Removal(client, method, joined=joined)
+    if joined:
+        raise ValueError(
+            f"a site that joined in round {joined} is removed after training (method one of "
+            f"{', '.join(REMOVAL_METHODS)}); {method!r} leaves during training from a "
+            "federation every site trained in from round 0"
+        )
+    return Withdrawal(client, round, method, dict(generator or {}))
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Which rounds each client trains in, and what seeds its batches.
+
+    Args:
+        first_round: The federation's round the job's round 0 is (a job that continues a
+            federation from a checkpoint).
+        joined: Client -> the federation's round it first trains in (default 0).
+        positions: Client -> its position in the federation, which seeds its batches
+            (default: its place in the job's client list), so a federation rerun
+            without one client gives the others the same batches.
+    """
+
+    first_round: int = 0
+    joined: Mapping[str, int] = field(default_factory=dict)
+    positions: Mapping[str, int] = field(default_factory=dict)
+
+    def trains(self, client: str, job_round: int) -> bool:
+        """Whether ``client`` trains in the job's round ``job_round``."""
+        return self.first_round + job_round >= self.joined.get(client, 0)
+
+
 @dataclass(frozen=True)
 class JobSpec:
-    """What ``job.json`` holds: the training config, the withdrawal and the client list."""
+    """What ``job.json`` holds: the training config, the withdrawal, the client list and
+    the rounds each client trains in."""
 
     config: FederatedConfig
     clients: tuple[str, ...]
     withdrawal: Withdrawal | None = None
+    schedule: Schedule = field(default_factory=Schedule)
 
     def to_json(self) -> str:
         return json.dumps(
@@ -191,6 +259,7 @@ class JobSpec:
                 "config": asdict(self.config),
                 "clients": list(self.clients),
                 "withdrawal": None if self.withdrawal is None else asdict(self.withdrawal),
+                "schedule": asdict(self.schedule),
             },
             indent=2,
             default=list,
@@ -204,6 +273,7 @@ class JobSpec:
             config=FederatedConfig(**raw["config"]),
             clients=tuple(raw["clients"]),
             withdrawal=None if w is None else Withdrawal(**w),
+            schedule=Schedule(**raw.get("schedule", {})),
         )
 
     def save(self, path: Path) -> None:
