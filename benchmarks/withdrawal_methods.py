@@ -55,6 +55,8 @@ Per-seed results are cached as JSON in ``--work`` (an interrupted run resumes). 
 
     python benchmarks/withdrawal_methods.py --seeds 0 1 2 3 4 --work /tmp/withdrawal \
         --out benchmarks/results/withdrawal_methods.md
+    python benchmarks/withdrawal_methods.py --seeds 0 1 2 3 4 --work /tmp/withdrawal-late \
+        --site-joins 0.75 --out benchmarks/results/withdrawal_methods_late_joiner.md
 """
 
 from __future__ import annotations

@@ -22,14 +22,15 @@ from monai_forget.fl.spec import (
 )
 
 
+def _config(**changes) -> FederatedConfig:
+    """A digits MLP of 16, 3 rounds of 4 steps of 8 (``changes`` replace these)."""
+    settings = {"rounds": 3, "local_steps": 4, "batch_size": 8, **changes}
+    mlp = {"in_shape": [1, 8, 8], "num_classes": 10, "hidden": [16]}
+    return FederatedConfig(network="mlp", network_args=mlp, **settings)
+
+
 def _client(tmp_path, method: str = "forsaken", generator: dict | None = None):
-    config = FederatedConfig(
-        network="mlp",
-        network_args={"in_shape": [1, 8, 8], "num_classes": 10, "hidden": [16]},
-        rounds=3,
-        local_steps=4,
-        batch_size=8,
-    )
+    config = _config()
     gen = {} if method != "forsaken" else (generator or {"iterations": 2})
     spec = JobSpec(config, ("a", "b", "c"), Withdrawal("a", 1, method, gen))
     data = load_digits().subset(np.arange(40))
@@ -104,14 +105,7 @@ def test_a_late_joiner_sends_nothing_before_its_round_then_trains_with_the_feder
 ) -> None:
     """Issue 53: a job that continues a federation from its round 2 (``first_round``),
     with site ``b`` joining in round 3 and seeded by its place (1) in the federation."""
-    config = FederatedConfig(
-        network="mlp",
-        network_args={"in_shape": [1, 8, 8], "num_classes": 10, "hidden": [16]},
-        rounds=2,
-        local_steps=4,
-        batch_size=8,
-        seed=5,
-    )
+    config = _config(rounds=2, seed=5)
     schedule = Schedule(first_round=2, joined={"b": 3}, positions={"b": 1})
     spec = JobSpec.from_json(JobSpec(config, ("b",), None, schedule).to_json())
     assert spec.schedule == schedule

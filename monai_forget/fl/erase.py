@@ -35,6 +35,18 @@ from monai_forget.unlearning.federaser import ServerHistory, WithdrawalCost, fir
 __all__ = ["remove_after_training", "run_federaser", "run_from_checkpoint"]
 
 
+def _kept_history(trained: FederatedRun, withdrawn: str) -> ServerHistory:
+    """What ``trained``'s server kept, for removing ``withdrawn`` (one of its sites)."""
+    if not trained.history_path.is_file():
+        raise ValueError(
+            f"the run at {trained.workspace} kept no server history; train with "
+            "run_federated(..., retain_every=2) to remove a site after training"
+        )
+    if withdrawn not in trained.clients:
+        raise ValueError(f"{withdrawn!r} is not one of the run's sites {list(trained.clients)}")
+    return ServerHistory.load(trained.history_path)
+
+
 def run_federaser(
     trained: FederatedRun,
     withdrawn: str,
@@ -61,18 +73,11 @@ def run_federaser(
     Raises:
         ValueError: the run kept no history, an unknown site, or a ratio outside (0, 1].
     """
-    if not trained.history_path.is_file():
-        raise ValueError(
-            f"the run at {trained.workspace} kept no server history; train with "
-            "run_federated(..., retain_every=2) to remove a site with FedEraser later"
-        )
-    if withdrawn not in trained.clients:
-        raise ValueError(f"{withdrawn!r} is not one of the run's sites {list(trained.clients)}")
     if not 0 < calibration_ratio <= 1:
         raise ValueError(f"calibration_ratio must be in (0, 1], got {calibration_ratio}")
+    history = _kept_history(trained, withdrawn)
     from monai_forget.fl.aggregator import FedEraserCalibration
 
-    history = ServerHistory.load(trained.history_path)
     remaining = {n: clients[n] for n in trained.clients if n != withdrawn}
     kept = first_round_model(history, [n for n in remaining if n in history.norms[0]])
     first = {k: v.to(torch.float32) for k, v in kept.items()}
@@ -140,14 +145,7 @@ def run_from_checkpoint(
         ValueError: the run kept no history, an unknown site, or no checkpoint of the
             site's first round.
     """
-    if not trained.history_path.is_file():
-        raise ValueError(
-            f"the run at {trained.workspace} kept no server history; train with "
-            "run_federated(..., retain_every=2) so the server keeps the checkpoint"
-        )
-    if withdrawn not in trained.clients:
-        raise ValueError(f"{withdrawn!r} is not one of the run's sites {list(trained.clients)}")
-    history = ServerHistory.load(trained.history_path)
+    history = _kept_history(trained, withdrawn)
     start = history.joined[withdrawn]
     if start and start not in history.checkpoints:
         raise ValueError(f"no checkpoint of round {start} was kept; retrain from scratch")
