@@ -97,7 +97,8 @@ CHECKPOINT = "retraining from the checkpoint"
 FORGOTTEN, NOT_FORGOTTEN = "forgotten", "not forgotten"
 NOT_MEASURABLE = "not measurable (no membership gap)"
 # issue 53's targets
-MIN_EQUIVALENT, FORGOTTEN_POINTS, ACCURACY_POINTS, COMPUTE_SHARE = 4, 0.10, 0.01, 0.25
+# (equivalent in >= 4 of 5 seeds: a share, so more seeds keep the same bar)
+EQUIVALENT_SHARE, FORGOTTEN_POINTS, ACCURACY_POINTS, COMPUTE_SHARE = 0.8, 0.10, 0.01, 0.25
 
 
 def setting(name: str, seed: int, args: argparse.Namespace, loaded: dict) -> dict:
@@ -370,7 +371,8 @@ def report(name: str, results: dict[int, dict], args: argparse.Namespace) -> lis
         )  # fmt: skip
         lines.append(
             f"- {name}, {method}: equivalent to retraining in {equivalent}/{n} (target >= "
-            f"{MIN_EQUIVALENT}/5): {mark(equivalent >= MIN_EQUIVALENT)}; auditor's 'forgotten' "
+            f"{EQUIVALENT_SHARE:.0%} of seeds): {mark(equivalent >= EQUIVALENT_SHARE * n)}; "
+            "auditor's 'forgotten' "
             f"rate {forgotten * 100:.0f} % vs retraining's {retrain_forgotten * 100:.0f} % "
             f"(target within 10 points): {audit_mark}; test accuracy "
             f"{100 * vs:+.1f} pt vs retraining (target within 1): "
