@@ -505,9 +505,16 @@ MUTANTS = (
             ),
             (
                 "retrained from the initial model",
-                "monai_forget/fl/erase.py",
+                "monai_forget/unlearning/federaser.py",
                 "kept = history.checkpoints[start] if start else history.initial",
                 "kept = history.initial",
+                ("tests/test_federaser.py",),
+            ),
+            (
+                "the FLARE rerun seeded as the federation's round 0",
+                "monai_forget/fl/erase.py",
+                "schedule=Schedule(restart.start, restart.joined, restart.positions),",
+                "schedule=Schedule(0, restart.joined, restart.positions),",
                 ("tests/test_fl_federaser.py", *BOTH_TIERS),
             ),
         )

@@ -137,3 +137,20 @@ def check(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
         f"{result.stderr[-6000:]}"
     )
     return result
+
+
+def assert_decides_as_the_library(results: dict, outcome: object) -> None:
+    """A federated command's ``results.json`` against ``simulate_withdrawal``'s outcome on
+    the same inputs: every audit's decision and statistic (the reference-model auditor's
+    among them), the forgetting rate, the accuracies and the comparison with retraining."""
+    import json
+
+    from monai_forget.results import jsonable
+
+    api = json.loads(json.dumps(jsonable(outcome.to_dict())))
+    decided = {k: (a["decision"], a["statistic"]) for k, a in api["audits"].items()}
+    assert {k: (a["decision"], a["statistic"]) for k, a in results["audits"].items()} == decided
+    assert any(k.endswith("/refmodel") for k in decided)
+    for key in ("rate", "accuracy", "retraining_forgetting_rate", "versus_retraining"):
+        assert results[key] == api[key], key
+    assert results["withdrawal"] == api["withdrawal"]

@@ -89,9 +89,9 @@ class FederatedClient:
 
     def handle(self, params: Mapping[str, Any], current_round: int) -> Reply:
         """Answer the global model of ``current_round`` with this client's update."""
-        state = self._as_state(params, current_round)
         if not self.spec.schedule.trains(self.site, current_round):
             return Reply(None, {}, {"not_joined": 1.0})  # FedAvg leaves it out
+        state = self._as_state(params, current_round)
         w = self.withdrawal
         if w is not None and current_round > w.round:
             return Reply(None, {}, {"withdrawn": 1.0})

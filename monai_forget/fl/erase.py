@@ -30,7 +30,12 @@ from torch import nn
 from monai_forget.data import LabelledImages
 from monai_forget.fl.job import FederatedRun, run_federated
 from monai_forget.fl.spec import FederatedConfig, Removal, Schedule, save_tensors
-from monai_forget.unlearning.federaser import ServerHistory, WithdrawalCost, first_round_model
+from monai_forget.unlearning.federaser import (
+    ServerHistory,
+    WithdrawalCost,
+    checkpoint_restart,
+    first_round_model,
+)
 
 __all__ = ["remove_after_training", "run_federaser", "run_from_checkpoint"]
 
@@ -146,28 +151,18 @@ def run_from_checkpoint(
             site's first round.
     """
     history = _kept_history(trained, withdrawn)
-    start = history.joined[withdrawn]
-    if start and start not in history.checkpoints:
-        raise ValueError(f"no checkpoint of round {start} was kept; retrain from scratch")
-    kept = history.checkpoints[start] if start else history.initial
-    # the model's own precision (the server's history holds float64)
-    weights = {k: v.to(torch.float32) if v.is_floating_point() else v for k, v in kept.items()}
-    stay = [n for n in trained.clients if n != withdrawn]
-    joined = {n: max(history.joined[n], start) for n in stay}
-    schedule = Schedule(start, joined, {n: trained.clients.index(n) for n in stay})
-    config = replace(trained.config, rounds=history.rounds - start)
+    restart = checkpoint_restart(history, [n for n in trained.clients if n != withdrawn])
     run = run_federated(
-        {n: clients[n] for n in stay},
-        config,
+        {n: clients[n] for n in restart.joined},
+        replace(trained.config, rounds=restart.rounds - restart.start),
         workspace,
-        initial_state=weights,
+        initial_state=restart.weights,
         backend=backend,
-        schedule=schedule,
+        schedule=Schedule(restart.start, restart.joined, restart.positions),
     )
-    steps = config.local_steps * sum(history.rounds - j for j in joined.values())
-    stored = sum(v.numel() * v.element_size() for v in weights.values()) if start else 0
-    record = {"client": withdrawn, "method": "checkpoint", "joined": start}
-    return replace(run, record=record), WithdrawalCost(steps, config.rounds, run.seconds, stored)
+    record = {"client": withdrawn, "method": "checkpoint", "joined": restart.start}
+    cost = restart.cost(trained.config.local_steps, run.seconds)
+    return replace(run, record=record), cost
 
 
 def _first_round_only(trained, first, remaining, workspace, config, history):

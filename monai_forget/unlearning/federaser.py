@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -55,11 +55,13 @@ from monai_forget.shadow import SupervisedRecipe
 from monai_forget.unlearning.baselines import State, fedavg
 
 __all__ = [
+    "CheckpointRestart",
     "ServerHistory",
     "UnlearnedModel",
     "WithdrawalCost",
     "calibrate_update",
     "calibrated_model",
+    "checkpoint_restart",
     "federaser",
     "first_round_model",
     "retrain_from_checkpoint",
@@ -276,7 +278,7 @@ def calibrated_model(
     return {k: start[k] + sum(u[k] for u in updates) / len(updates) for k in start}
 
 
-def _check_remaining(history: ServerHistory, remaining: Mapping[str, LabelledImages]) -> None:
+def _check_remaining(history: ServerHistory, remaining: Collection[str]) -> None:
     unknown = sorted(set(remaining) - set(history.clients))
     if unknown:
         raise ValueError(f"{unknown} did not train in this federation ({list(history.clients)})")
@@ -350,6 +352,59 @@ def federaser(
     return UnlearnedModel(model.eval(), cost)
 
 
+@dataclass(frozen=True)
+class CheckpointRestart:
+    """Where retraining without the withdrawn clients starts: the last global model
+    before any of them first trained, and what the remaining clients rerun from there.
+
+    Attributes:
+        start: The round of the checkpoint (0: the initial model, full retraining).
+        weights: The global model at its start (floating tensors as float32).
+        joined: Remaining client -> the first round it trains in the rerun.
+        positions: Remaining client -> its position in the federation (its batch seeds).
+        rounds: The federation's rounds (the rerun stops before it).
+    """
+
+    start: int
+    weights: dict[str, torch.Tensor]
+    joined: dict[str, int]
+    positions: dict[str, int]
+    rounds: int
+
+    def cost(self, steps_per_round: int, seconds: float) -> WithdrawalCost:
+        """The rerun's cost: local steps of the rounds it reruns, the server's one
+        checkpoint (nothing kept when it is the initial model)."""
+        steps = steps_per_round * sum(self.rounds - j for j in self.joined.values())
+        kept = _bytes(self.weights) if self.start else 0
+        return WithdrawalCost(steps, self.rounds - self.start, seconds, kept)
+
+
+def checkpoint_restart(history: ServerHistory, remaining: Sequence[str]) -> CheckpointRestart:
+    """The restart of :func:`retrain_from_checkpoint` (and of its FLARE job,
+    :func:`~monai_forget.fl.erase.run_from_checkpoint`) for the clients ``remaining``.
+
+    Raises:
+        ValueError: an unknown or no remaining client, or no checkpoint kept for the
+            round.
+    """
+    _check_remaining(history, remaining)
+    withdrawn = [n for n in history.clients if n not in remaining]
+    start = min(history.joined[n] for n in withdrawn)
+    if start and start not in history.checkpoints:
+        raise ValueError(f"no checkpoint of round {start} was kept; retrain from scratch")
+    kept = history.checkpoints[start] if start else history.initial
+    # the model's own precision (a FLARE server's history holds float64)
+    weights = {k: v.to(torch.float32) if v.is_floating_point() else v for k, v in kept.items()}
+    order = [n for n in history.clients if n in remaining]
+    return CheckpointRestart(
+        start,
+        weights,
+        {n: max(history.joined[n], start) for n in order},
+        {n: history.clients.index(n) for n in order},
+        history.rounds,
+    )
+
+
 def retrain_from_checkpoint(
     history: ServerHistory,
     remaining: Mapping[str, LabelledImages],
@@ -369,29 +424,20 @@ def retrain_from_checkpoint(
     """
     if local.steps is None:
         raise ValueError("the cost is counted in local steps; give the recipe steps=")
-    _check_remaining(history, remaining)
-    withdrawn = [n for n in history.clients if n not in remaining]
-    start = min(history.joined[n] for n in withdrawn)
-    if start and start not in history.checkpoints:
-        raise ValueError(f"no checkpoint of round {start} was kept; retrain from scratch")
-    weights = history.checkpoints[start] if start else history.initial
+    restart = checkpoint_restart(history, list(remaining))
     started = time.perf_counter()
     model = local.build()
-    model.load_state_dict(weights)
-    order = [n for n in history.clients if n in remaining]
-    joined = [max(history.joined[n], start) for n in order]
+    model.load_state_dict(restart.weights)
     fedavg(
         model,
-        [remaining[n] for n in order],
+        [remaining[n] for n in restart.joined],
         local,
-        history.rounds,
+        restart.rounds,
         seed=seed,
         device=device,
-        first_round=start,
-        joined=joined,
-        positions=[history.clients.index(n) for n in order],
+        first_round=restart.start,
+        joined=list(restart.joined.values()),
+        positions=list(restart.positions.values()),
     )
-    steps = local.steps * sum(history.rounds - j for j in joined)
-    kept = _bytes(weights) if start else 0
-    cost = WithdrawalCost(steps, history.rounds - start, time.perf_counter() - started, kept)
+    cost = restart.cost(local.steps, time.perf_counter() - started)
     return UnlearnedModel(model.eval(), cost)
