@@ -10,6 +10,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -88,13 +89,26 @@ def split(digits: LabelledImages, seed: int) -> dict:
 
 def federation(users: list[LabelledImages], seed: int, rounds: int, path: Path) -> torch.nn.Module:
     """FedAvg over ``users`` from a model seeded by ``seed``, cached at ``path``."""
+    return cached_model(
+        path,
+        RECIPE,
+        seed,
+        lambda model: fedavg(model, users, RECIPE, rounds, seed=seed, device=torch.device("cpu")),
+    )
+
+
+def cached_model(
+    path: Path, recipe: SupervisedRecipe, seed: int, train: Callable[[torch.nn.Module], object]
+) -> torch.nn.Module:
+    """``recipe``'s network built under ``seed`` and trained in place by ``train``, or its
+    weights read from ``path`` where an earlier run saved them (written atomically)."""
     torch.manual_seed(seed)
-    model = RECIPE.build()
+    model = recipe.build()
     if path.is_file():
         model.load_state_dict(torch.load(path, weights_only=True))
         return model.eval()
     start = time.perf_counter()
-    fedavg(model, users, RECIPE, rounds, seed=seed, device=torch.device("cpu"))
+    train(model)
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save(model.state_dict(), path.with_suffix(".tmp"))
     path.with_suffix(".tmp").replace(path)
@@ -123,51 +137,74 @@ def excess_interval(before: np.ndarray, method: np.ndarray, retrain: np.ndarray,
     return float(stat(*data)), (float(ci.low), float(ci.high))
 
 
-def retraining_equivalence(
-    references: list[torch.nn.Module],
+@dataclass
+class Profile:
+    """What the equivalence test reads of one model: its logit confidences on the withdrawn
+    data and on never-seen data like it, and its membership gap (mean logit confidence on
+    members minus on never-seen data like them)."""
+
+    withdrawn: np.ndarray
+    withdrawn_reference: np.ndarray
+    gap: float
+
+
+def profile(
+    model: torch.nn.Module,
     remaining: LabelledImages,
     withdrawn: LabelledImages,
     test: LabelledImages,
     *,
     members_reference: LabelledImages | None = None,
     withdrawn_reference: LabelledImages | None = None,
-) -> tuple[float, float, Callable[[torch.nn.Module], RetrainEquivalence]]:
-    """(retraining's membership gap, the margin, a model -> its equivalence test).
-
-    The margin is declared before any unlearned model is seen: ``MARGIN_SHARE`` of
-    retraining's membership gap (its members' mean logit confidence, on every third
-    remaining training sample, minus that on ``members_reference``, never-seen data like
-    the members; default the test set). The test compares a model's advantage on
-    ``withdrawn`` (mean logit confidence there minus on ``withdrawn_reference``, never-seen
-    data like it; default the test set) with the retrained models'. Where sites differ in
-    their class mix, each reference must share its set's mix, or the advantage measures
-    the mix."""
+) -> Profile:
+    """``model``'s :class:`Profile`: the gap on every third ``remaining`` sample against
+    ``members_reference`` (default the test set), the confidences on ``withdrawn`` and on
+    ``withdrawn_reference`` (default the test set). Where sites differ in their class mix,
+    each reference must share its set's mix, or the advantage measures the mix."""
     members_sample = remaining.subset(np.arange(0, len(remaining), 3))
     members_reference = test if members_reference is None else members_reference
-    test = test if withdrawn_reference is None else withdrawn_reference
-    gap = float(
-        np.mean(
-            [
-                mean_logit_confidence(m, members_sample)
-                - mean_logit_confidence(m, members_reference)
-                for m in references
-            ]
-        )
+    withdrawn_reference = test if withdrawn_reference is None else withdrawn_reference
+    gap = mean_logit_confidence(model, members_sample) - mean_logit_confidence(
+        model, members_reference
     )
-    margin = MARGIN_SHARE * gap
-    ref_phi = np.stack([logit_confidences(m, withdrawn) for m in references])
-    ref_test = np.stack([logit_confidences(m, test) for m in references])
+    return Profile(
+        logit_confidences(model, withdrawn), logit_confidences(model, withdrawn_reference), gap
+    )
 
-    def equivalence(model: torch.nn.Module) -> RetrainEquivalence:
-        return equivalence_to_retraining(
-            logit_confidences(model, withdrawn),
-            ref_phi,
-            margin,
-            model_reference=logit_confidences(model, test),
-            retrained_reference=ref_test,
-        )
 
-    return gap, margin, equivalence
+def judge(model: Profile, references: list[Profile]) -> tuple[float, RetrainEquivalence | None]:
+    """(the margin, the model's equivalence test against the retrained ``references``).
+
+    The margin is declared before any unlearned model is seen: ``MARGIN_SHARE`` of the
+    retrained models' mean membership gap. The test compares the model's advantage on the
+    withdrawn data (mean logit confidence there minus on never-seen data like it) with
+    the retrained models'. Without a positive gap no margin can be declared: no test
+    (``None``)."""
+    margin = MARGIN_SHARE * float(np.mean([r.gap for r in references]))
+    if margin <= 0:
+        return margin, None
+    return margin, equivalence_to_retraining(
+        model.withdrawn,
+        np.stack([r.withdrawn for r in references]),
+        margin,
+        model_reference=model.withdrawn_reference,
+        retrained_reference=np.stack([r.withdrawn_reference for r in references]),
+    )
+
+
+def retraining_equivalence(
+    references: list[torch.nn.Module], *data: LabelledImages, **data_references: LabelledImages
+) -> tuple[float, float, Callable[[torch.nn.Module], RetrainEquivalence]]:
+    """(retraining's membership gap, the margin, a model -> its equivalence test):
+    :func:`judge` against ``references``; ``data`` and ``data_references`` as
+    :func:`profile` takes them (remaining, withdrawn, test)."""
+    profiles = [profile(m, *data, **data_references) for m in references]
+    gap = float(np.mean([r.gap for r in profiles]))
+
+    def equivalence(model: torch.nn.Module) -> RetrainEquivalence | None:
+        return judge(profile(model, *data, **data_references), profiles)[1]
+
+    return gap, MARGIN_SHARE * gap, equivalence
 
 
 def run_seed(digits: LabelledImages, seed: int, args: argparse.Namespace) -> dict:

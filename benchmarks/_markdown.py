@@ -35,3 +35,12 @@ def write(path: str | Path) -> None:
     """Write every result line said so far to ``path``, atomically."""
     with atomic_write(Path(path), "w", overwrite=True) as handle:
         handle.write("\n".join(LINES) + "\n")
+
+
+def finish(targets: list[str], out: str | Path | None) -> int:
+    """Say the marked target lines, write every result line to ``out`` if given (atomic);
+    the script's exit status."""
+    say_section("Targets", targets)
+    if out:
+        write(out)
+    return 0

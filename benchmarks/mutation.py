@@ -563,6 +563,16 @@ MUTANTS = (
                 "means = means - ref_k.mean(axis=1)",
                 "means = means - ref_k.mean()",
             ),
+            (
+                "exact retraining judged against itself too",
+                "others = np.arange(k) != i",
+                "others = np.arange(k) >= 0",
+            ),
+            (
+                "exact retraining's misses counted as passes",
+                "found.retraining_passes += retrained.decision == EQUIVALENT",
+                "found.retraining_passes += retrained.decision != EQUIVALENT",
+            ),
         )
     ),
     # ACDC diagnosis features (acdc/features.py)

@@ -159,6 +159,37 @@ def test_equivalence_on_the_advantage_over_reference_data() -> None:
         )  # fmt: skip
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_equivalence_counts_the_retrained_models_it_passes(seed) -> None:
+    """Each retrained model judged against the other k - 1 by scipy's TOST on the
+    advantages and Student's predictive test on the reference data: the count of those
+    called equivalent is what the result reports (the test's pass rate on exact
+    retraining), at margins where it passes all, some and none."""
+    rng = np.random.default_rng(seed)
+    k = 7
+    shift = rng.normal(0, 1.0, (k, 1))
+    retrained = rng.normal(3.0, 0.3, (k, 30)) + shift + rng.normal(0, 0.1, (k, 1))
+    reference = rng.normal(2.5, 0.3, (k, 60)) + shift
+    advantages = retrained.mean(axis=1) - reference.mean(axis=1)
+    counts = []
+    for margin in (0.01, 0.1, 0.2, 0.4, 5.0):
+        expected = sum(
+            _tost(advantages[i], np.delete(advantages, i), margin) < 0.05
+            and _reference_p(reference[i], np.delete(reference, i, axis=0)) > 0.05
+            for i in range(k)
+        )
+        found = equivalence_to_retraining(
+            retrained[0], retrained, margin, model_reference=reference[0],
+            retrained_reference=reference,
+        )  # fmt: skip
+        assert found.retraining_passes == expected, margin
+        assert f"passes {expected} of the {k} retrained" in found.summary()
+        counts.append(expected)
+    assert counts[0] == 0 and counts[-1] >= k - 1, counts  # none at a tiny margin, ~all at a wide
+    # three retrained models leave two references per judgement: no count
+    assert equivalence_to_retraining(retrained[0], retrained[:3], 5.0).retraining_passes is None
+
+
 def test_equivalence_by_hand_and_its_refusals() -> None:
     # T_k = 0, 1, 2: mean 1, sd 1, k = 3; half-width t_{0.95, 2} / sqrt(3) = 1.6887
     retrained = np.repeat(np.array([[0.0], [1.0], [2.0]]), 4, axis=1)

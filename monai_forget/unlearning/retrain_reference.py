@@ -38,6 +38,14 @@ confidence. The margin is declared before the judged model is seen;
 ``benchmarks/elimination_paper.py`` sets it to half the membership gap of retraining
 (mean ``phi`` on its members minus on data it never saw), and runs the same test on the
 never-withdrawn model and on one more retrained model to show it has power both ways.
+
+A retrained model is itself judged by its own ``T``, which differs from ``mu_R`` by
+retraining's seed-to-seed spread: where that spread is not small beside the margin, the
+test calls exact retraining "not shown equivalent" too, and more references do not
+remove it (the interval narrows, the spread stays). So the result also counts how many
+of the k retrained models the same test passes, each judged against the other k - 1
+(``retraining_passes``, k >= 4): a "not shown equivalent" is read against that count
+(``benchmarks/equivalence_miss_rate.py`` measures the rate over many draws).
 """
 
 from __future__ import annotations
@@ -191,6 +199,10 @@ class RetrainEquivalence(Result):
         reference_pvalue: with reference data, the two-sided p of the model's mean
             confidence there against the retrained models' (the set-level predictive t
             test of :func:`compare_with_retraining`); ``None`` without.
+        retraining_passes: how many of the k retrained models the same test (margin,
+            alpha) calls equivalent when each is judged against the other k - 1: its pass
+            rate on exact retraining with these references, the bar a "not shown
+            equivalent" is read against (``None`` with k = 3: two references are too few).
     """
 
     decision: str
@@ -201,6 +213,7 @@ class RetrainEquivalence(Result):
     retrained_means: list[float]
     alpha: float
     reference_pvalue: float | None = None
+    retraining_passes: int | None = None
 
     @property
     def changed_elsewhere(self) -> bool:
@@ -218,6 +231,11 @@ class RetrainEquivalence(Result):
             text += (
                 f"; its confidence on the reference data differs from retraining's "
                 f"(p = {self.reference_pvalue:.3g})"
+            )
+        if self.retraining_passes is not None:
+            text += (
+                f"; the test passes {self.retraining_passes} of the "
+                f"{len(self.retrained_means)} retrained models, each judged against the others"
             )
         return text
 
@@ -270,9 +288,7 @@ def equivalence_to_retraining(
         raise ValueError(f"alpha must be in (0, 0.5), got {alpha}")
     if (model_reference is None) != (retrained_reference is None):
         raise ValueError("pass both model_reference and retrained_reference, or neither")
-    means = phi_k.mean(axis=1)
-    t_u = float(phi_u.mean())
-    reference_pvalue = None
+    ref_u = ref_k = None
     if model_reference is not None:
         ref_u = np.asarray(model_reference, dtype=np.float64)
         ref_k = np.asarray(retrained_reference, dtype=np.float64)
@@ -281,6 +297,32 @@ def equivalence_to_retraining(
                 f"reference confidences {ref_u.shape} and {ref_k.shape} do not match "
                 f"{phi_k.shape[0]} retrained models on the same reference samples"
             )
+    found = _two_one_sided(phi_u, phi_k, margin, ref_u, ref_k, alpha)
+    k = len(phi_k)
+    if k >= 4:
+        # each retrained model judged against the others: exact retraining's pass count
+        found.retraining_passes = 0
+        for i in range(k):
+            others = np.arange(k) != i
+            own, rest = (None, None) if ref_k is None else (ref_k[i], ref_k[others])
+            retrained = _two_one_sided(phi_k[i], phi_k[others], margin, own, rest, alpha)
+            found.retraining_passes += retrained.decision == EQUIVALENT
+    return found
+
+
+def _two_one_sided(
+    phi_u: np.ndarray,
+    phi_k: np.ndarray,
+    margin: float,
+    ref_u: np.ndarray | None,
+    ref_k: np.ndarray | None,
+    alpha: float,
+) -> RetrainEquivalence:
+    """:func:`equivalence_to_retraining`'s decision on checked arrays."""
+    means = phi_k.mean(axis=1)
+    t_u = float(phi_u.mean())
+    reference_pvalue = None
+    if ref_u is not None and ref_k is not None:
         t_u -= float(ref_u.mean())
         means = means - ref_k.mean(axis=1)
         reference_pvalue = compare_with_retraining(ref_u, ref_k, alpha=alpha).pvalue
