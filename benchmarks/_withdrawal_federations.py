@@ -23,6 +23,8 @@ from monai_forget.unlearning.scenario import build_federation
 FEDERATIONS = ("mnist-30", "pneumoniamnist-skew")
 SKEW = (0.9, 0.3, 0.6)
 WITHDRAWN_USERS = 2
+# a seed whose retrained models' members were no more confident than never-seen data
+NOT_MEASURABLE = "not measurable (no membership gap)"
 
 
 def setting(name: str, seed: int, args: argparse.Namespace, loaded: dict) -> dict:

@@ -43,7 +43,7 @@ import scipy.stats
 import torch
 from _elimination_paper import Profile, cached_model, judge, profile
 from _markdown import finish, log, say  # benchmarks/_markdown.py
-from _withdrawal_federations import FEDERATIONS, retrain, setting
+from _withdrawal_federations import FEDERATIONS, NOT_MEASURABLE, retrain, setting
 
 from monai_forget.data import concat, data_root
 from monai_forget.unlearning.federaser import train_with_history
@@ -271,8 +271,13 @@ def against_retraining(
             if not all(f.is_file() for f in files.values()):
                 continue
             runs = {s: json.loads(f.read_text())["methods"] for s, f in files.items()}
-            passes = pass_rates(by_k[k], seeds)
-            exact = scipy.stats.poisson_binom([passes[s] for s in passes])
+            # seeds where both the run's references and the pool's declare a margin
+            passes = {
+                s: rate
+                for s, rate in pass_rates(by_k[k], seeds).items()
+                if runs[s]["retraining"]["equivalence"] != NOT_MEASURABLE
+            }
+            exact = scipy.stats.poisson_binom(list(passes.values()))
             for method in runs[seeds[0]]:
                 count = sum(runs[s][method]["equivalence"] == EQUIVALENT for s in passes)
                 p = float(exact.cdf(count))

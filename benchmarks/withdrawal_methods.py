@@ -72,7 +72,7 @@ import numpy as np
 import torch
 from _elimination_paper import retraining_equivalence
 from _markdown import finish, log, say  # benchmarks/_markdown.py
-from _withdrawal_federations import FEDERATIONS, retrain, setting
+from _withdrawal_federations import FEDERATIONS, NOT_MEASURABLE, retrain, setting
 
 from monai_forget.audit import ReferenceModelAuditor
 from monai_forget.data import concat, data_root
@@ -88,7 +88,6 @@ from monai_forget.unlearning.retrain_reference import EQUIVALENT
 METHODS = ("never withdrawn", "retraining", "federaser", "federaser, every round", "forsaken")
 CHECKPOINT = "retraining from the checkpoint"
 FORGOTTEN, NOT_FORGOTTEN = "forgotten", "not forgotten"
-NOT_MEASURABLE = "not measurable (no membership gap)"
 # issue 53's targets
 # (equivalent in >= 4 of 5 seeds: a share, so more seeds keep the same bar)
 EQUIVALENT_SHARE, FORGOTTEN_POINTS, ACCURACY_POINTS, COMPUTE_SHARE = 0.8, 0.10, 0.01, 0.25
