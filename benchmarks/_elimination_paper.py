@@ -194,7 +194,7 @@ def judge(model: Profile, references: list[Profile]) -> tuple[float, RetrainEqui
 
 def retraining_equivalence(
     references: list[torch.nn.Module], *data: LabelledImages, **data_references: LabelledImages
-) -> tuple[float, float, Callable[[torch.nn.Module], RetrainEquivalence]]:
+) -> tuple[float, float, Callable[[torch.nn.Module], RetrainEquivalence | None]]:
     """(retraining's membership gap, the margin, a model -> its equivalence test):
     :func:`judge` against ``references``; ``data`` and ``data_references`` as
     :func:`profile` takes them (remaining, withdrawn, test)."""

@@ -47,11 +47,12 @@ judged by:
   Fig. 5 network like the target); pneumoniamnist-skew, the site's calibration set
   (reference models: the clients' recipe for one client's whole step budget, the
   product's ``audit_recipe``), with members drawn to the site's class mix
-  (:func:`matched_known`);
+  (``_withdrawal_federations.matched_known``);
 - test accuracy, and cost: client compute in local steps (and its share of
   retraining's), rounds, wall time on this machine, what the server kept.
 
-Per-seed results are cached as JSON in ``--work`` (an interrupted run resumes). Run::
+Per-seed results are cached as JSON in ``--work``, one file per seed and ``--k`` (an
+interrupted run resumes; the retrained models are shared by every k). Run::
 
     python benchmarks/withdrawal_methods.py --seeds 0 1 2 3 4 --work /tmp/withdrawal \
         --out benchmarks/results/withdrawal_methods.md
