@@ -172,6 +172,12 @@ def profile(
     )
 
 
+def margin_of(references: list[Profile]) -> float:
+    """The equivalence margin: ``MARGIN_SHARE`` of the retrained models' mean membership
+    gap (not positive: no margin can be declared)."""
+    return MARGIN_SHARE * float(np.mean([r.gap for r in references]))
+
+
 def judge(model: Profile, references: list[Profile]) -> tuple[float, RetrainEquivalence | None]:
     """(the margin, the model's equivalence test against the retrained ``references``).
 
@@ -180,7 +186,7 @@ def judge(model: Profile, references: list[Profile]) -> tuple[float, RetrainEqui
     withdrawn data (mean logit confidence there minus on never-seen data like it) with
     the retrained models'. Without a positive gap no margin can be declared: no test
     (``None``)."""
-    margin = MARGIN_SHARE * float(np.mean([r.gap for r in references]))
+    margin = margin_of(references)
     if margin <= 0:
         return margin, None
     return margin, equivalence_to_retraining(
@@ -199,12 +205,12 @@ def retraining_equivalence(
     :func:`judge` against ``references``; ``data`` and ``data_references`` as
     :func:`profile` takes them (remaining, withdrawn, test)."""
     profiles = [profile(m, *data, **data_references) for m in references]
-    gap = float(np.mean([r.gap for r in profiles]))
+    margin = margin_of(profiles)
 
     def equivalence(model: torch.nn.Module) -> RetrainEquivalence | None:
         return judge(profile(model, *data, **data_references), profiles)[1]
 
-    return gap, MARGIN_SHARE * gap, equivalence
+    return margin / MARGIN_SHARE, margin, equivalence
 
 
 def run_seed(digits: LabelledImages, seed: int, args: argparse.Namespace) -> dict:

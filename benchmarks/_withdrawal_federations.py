@@ -85,11 +85,19 @@ def retrain(clients: dict, recipe, rounds: int, seed: int, path: Path) -> torch.
     """FedAvg from a model seeded by ``seed`` (cached at ``path``)."""
     if recipe is RECIPE:
         return federation(list(clients.values()), seed, rounds, path)
+    return trained_with_history(clients, recipe, rounds, seed, path)
+
+
+def trained_with_history(
+    clients: dict, recipe, rounds: int, seed: int, path: Path, joined: dict | None = None
+) -> torch.nn.Module:
+    """:func:`~monai_forget.unlearning.federaser.train_with_history`'s model (each client
+    first training in its ``joined`` round), cached at ``path``."""
     return cached_model(
         path,
         recipe,
         seed,
         lambda model: model.load_state_dict(
-            train_with_history(clients, recipe, rounds, seed=seed)[0].state_dict()
+            train_with_history(clients, recipe, rounds, seed=seed, joined=joined)[0].state_dict()
         ),
     )
