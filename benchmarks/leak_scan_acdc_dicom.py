@@ -48,84 +48,24 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _acdc_dicom import BUNDLE, PROBE_PATIENTS, SERIES, VALIDATION_PATIENTS, Setting
 from _common import ROSTER, scan_row
 from _markdown import log, say, write
 
 from monai_forget.canary import paint, render_text
-from monai_forget.data import LabelledImages, data_root
-from monai_forget.data.acdc import ACDC_GROUPS
-from monai_forget.data_prep import acdc_dicom, acdc_h5
 from monai_forget.dicom import as_options, inject_and_publish
 from monai_forget.dicom.manifest import manifest_placement
 from monai_forget.io import atomic_write
 from monai_forget.memorisation import LeakScanConfig, leak_scan
-from monai_forget.memorisation.pipeline import PipelineProbes, Preprocessing
+from monai_forget.memorisation.pipeline import PipelineProbes
 from monai_forget.memorisation.training import EarlyStoppingTraining
 from monai_forget.unlearning.evaluation import accuracy
 
-BUNDLE = Path(__file__).resolve().parents[1] / "bundles" / "cxr_pneumonia_classification"
-SERIES = 10
 ARMS = ("pipeline, class shift", "pipeline, M", "direct, M", "direct, class shift")
 #: Training epochs, without early stopping: pathology from one slice does not generalise
 #: for an MLP (stopped on validation loss it stops after 1 epoch, below chance); at 30
 #: epochs it fits its training slices (the case a leak check is for).
 EPOCHS = 30
-#: Held-out patients: probes (slices of the commonest size, at most PROBES) and validation.
-PROBE_PATIENTS, VALIDATION_PATIENTS, PROBES = 20, 10, 200
-
-
-class Setting:
-    """The exported files, their model inputs, the patient split and the probes (built
-    once under ``work`` and reused by every model and shard)."""
-
-    def __init__(self, work: Path, seed: int) -> None:
-        root = data_root() / "acdc_ssl4mis"
-        if not root.is_dir():
-            raise SystemExit(f"{root} not found: set MONAI_FORGET_DATA to the shared data")
-        self.work, self.dicom = work, work / "acdc_dicom"
-        samples, _ = acdc_h5.collect(root)
-        if not self.dicom.is_dir():
-            log(f"exporting {len(samples)} slices as DICOM to {self.dicom}")
-            acdc_dicom.export_dicom(samples, self.dicom)
-        self.samples = acdc_dicom.dicom_samples(samples, self.dicom)
-        self.files = [Path(s["image"]) for s in self.samples]
-        self.labels = np.array([s["label"] for s in self.samples])  # the pathology group
-        self.pre = Preprocessing.from_bundle(BUNDLE)
-        cached, sizes = work / "inputs.npy", work / "loaded_shapes.npy"
-        if not sizes.is_file():
-            log("reading every file through the bundle")
-            loaded = self.pre.load(self.files)
-            with atomic_write(cached, "wb") as handle:
-                np.save(handle, np.stack([self.pre(x) for x in loaded]))
-            with atomic_write(sizes, "wb") as handle:
-                np.save(handle, np.array([x.shape for x in loaded]))
-        self.inputs = np.load(cached)
-        shapes = [tuple(s) for s in np.load(sizes)]
-        # Probes of one size (the scan's fastest path): held-out patients scanned at the
-        # commonest grid of the release.
-        who = np.array([s["patient"] for s in self.samples])
-        common = max(set(shapes), key=shapes.count)
-        rng = np.random.default_rng(seed)
-        sized = sorted({who[i] for i in range(len(who)) if shapes[i] == common})
-        probe_patients = set(rng.permutation(sized)[:PROBE_PATIENTS])
-        others = sorted(set(who) - probe_patients)
-        held = set(rng.permutation(others)[:VALIDATION_PATIENTS])
-        self.train = np.flatnonzero(~np.isin(who, list(probe_patients | held)))
-        self.val = np.flatnonzero(np.isin(who, list(held)))
-        picked = [i for i in range(len(who)) if who[i] in probe_patients and shapes[i] == common]
-        picked = rng.permutation(picked)[:PROBES]
-        self.probe_files = [self.files[i] for i in sorted(picked)]
-        self.probe_shape = common
-        series: dict[tuple[str, int], list[int]] = {}
-        for i in self.train:
-            series.setdefault((who[i], self.samples[i]["frame"]), []).append(int(i))
-        self.series = {k: v for k, v in sorted(series.items()) if len(v) == SERIES}
-
-    def split(self, inputs: np.ndarray) -> tuple[LabelledImages, LabelledImages]:
-        def part(index):
-            return LabelledImages(inputs[index], self.labels[index], num_classes=len(ACDC_GROUPS))
-
-        return part(self.train), part(self.val)
 
 
 def trained(setting: Setting, key: str, inputs: np.ndarray, seed: int) -> torch.nn.Module:

@@ -53,6 +53,84 @@ EMA_TESTS = ("tests/test_audit_ema.py", "tests/test_audit_ema_sources.py")
 PATIENT_REFERENCE_TESTS = "tests/test_leak_scan_patient_references.py"
 PROTOCOL_TESTS = ("tests/test_auditor_protocol.py",)
 MUTANTS = (
+    # legibility at the model input, sequential decoys, reports of their own path (issue 65)
+    Mutant(
+        "legibility: a capital just short of the height called legible",
+        "monai_forget/canary/legibility.py",
+        "        if self.cap_height < MIN_CAP_HEIGHT:",
+        "        if self.cap_height < MIN_CAP_HEIGHT - 0.5:",
+        ("tests/test_canary_legibility.py",),
+    ),
+    Mutant(
+        "legibility: the shape's correlation over the ink only (no gaps)",
+        "monai_forget/canary/legibility.py",
+        "    reached = (to_rows @ box @ to_cols.T) > 0",
+        "    reached = drawn > 0",
+        ("tests/test_canary_legibility.py",),
+    ),
+    Mutant(
+        "legibility: an illegible canary planted without being allowed",
+        "monai_forget/dicom/legible.py",
+        "        if illegible and not self.allow_illegible:",
+        "        if illegible and self.allow_illegible:",
+        ("tests/test_canary_legibility.py",),
+    ),
+    Mutant(
+        "sequential decoys: p once h decoys reach the name off by one",
+        "monai_forget/memorisation/sequential.py",
+        "    p = h / followed if g == h else (g + 1) / (followed + 1)",
+        "    p = h / (followed + 1) if g == h else (g + 1) / (followed + 1)",
+        ("tests/test_leak_scan_sequential.py",),
+    ),
+    Mutant(
+        "sequential decoys: an unflagged name never undecided",
+        "monai_forget/memorisation/leak_scan.py",
+        "    return UNDECIDED if lower_bound(g, n) <= level else NO_EVIDENCE",
+        "    return NO_EVIDENCE",
+        ("tests/test_leak_scan_sequential.py",),
+    ),
+    Mutant(
+        "sequential decoys: an unflagged name always undecided",
+        "monai_forget/memorisation/leak_scan.py",
+        "    return UNDECIDED if lower_bound(g, n) <= level else NO_EVIDENCE",
+        "    return UNDECIDED",
+        ("tests/test_leak_scan_sequential.py",),
+    ),
+    Mutant(
+        "sequential decoys: a stream never stops early",
+        "monai_forget/memorisation/scan_models.py",
+        "np.count_nonzero(decoys >= passes.means[0, i]) >= h for",
+        "np.count_nonzero(decoys >= passes.means[0, i]) > len(decoys) for",
+        ("tests/test_leak_scan_sequential.py",),
+    ),
+    Mutant(
+        "leak-scan report: a row of another path quoted",
+        "monai_forget/memorisation/report.py",
+        '        and row["path"] == path\n',
+        "",
+        ("tests/test_leak_scan_report_path.py",),
+    ),
+    Mutant(
+        "leak-scan report: a row of another input size quoted",
+        "monai_forget/memorisation/report.py",
+        "        and tuple(input_shape) == (size, size)\n",
+        "",
+        ("tests/test_leak_scan_report_path.py",),
+    ),
+    Mutant(
+        "exposure: no evidence without the planted files in the training set",
+        "monai_forget/memorisation/exposure.py",
+        "            if not self.training.complete:",
+        "            if False:",
+        ("tests/test_canary_exposure.py",),
+    ),
+    Mutant(
+        "scan: a font that is not the manifest's accepted",
+        "monai_forget/dicom/manifest.py",
+        "    if (font is not None and font != burned_font) or (",
+        "    if (font is not None and font == burned_font) or (",
+        ("tests/test_leak_scan_report_path.py",),
+    ),
     # one auditor protocol: every route to a reference-model audit (issue 52)
     Mutant(
         "protocol: the target's accuracy not passed with its outputs",
@@ -357,16 +435,16 @@ MUTANTS = (
     ),
     Mutant(
         "leak scan: names drawn as letters whatever the source",
-        "monai_forget/memorisation/leak_scan.py",
-        "            source=config.decoy_source,",
-        '            source="letters",',
+        "monai_forget/memorisation/scan_models.py",
+        "source=config.decoy_source)",
+        'source="letters")',
         ("tests/test_memorisation_scan.py",),
     ),
     Mutant(
         "leak scan: a kind short of decoys judged with > alpha",
         "monai_forget/memorisation/leak_scan.py",
-        "short = [n for n in nulls if factor / (len(n.texts) + 1) >= config.alpha]",
-        "short = [n for n in nulls if factor / (len(n.texts) + 1) > 2 * config.alpha]",
+        "short = {t: n for t, n in available.items() if factor / (n + 1) >= config.alpha}",
+        "short = {t: n for t, n in available.items() if factor / (n + 1) > 2 * config.alpha}",
         ("tests/test_memorisation_scan.py",),
     ),
     Mutant(
@@ -394,8 +472,8 @@ MUTANTS = (
     Mutant(
         "patient references: decoys not taken relative to the name's references",
         "monai_forget/memorisation/leak_scan.py",
-        "            m = judged[subset][0][slices[template]].copy()",
-        "            m = m_target[slices[template]].copy()",
+        "            m = judged[subset][0][scored].copy()",
+        "            m = scan.m(0)[scored].copy()",
         (PATIENT_REFERENCE_TESTS,),
     ),
     Mutant(
@@ -722,8 +800,8 @@ MUTANTS = (
     Mutant(
         "leak-scan report: reachable p off by one decoy",
         "monai_forget/memorisation/scan_result.py",
-        "self.n_tests / (row.n_decoys + 1)",
-        "self.n_tests / row.n_decoys",
+        "self.n_tests / (max(row.n_decoys, row.max_decoys) + 1)",
+        "self.n_tests / max(row.n_decoys, row.max_decoys)",
         LEAK_REPORT_TESTS,
     ),
     Mutant(
@@ -868,7 +946,7 @@ MUTANTS = (
     ),
     Mutant(
         "leak scan: M by default through the pipeline",
-        "monai_forget/memorisation/leak_scan.py",
+        "monai_forget/memorisation/scan_models.py",
         "config.statistic or (PIPELINE_STATISTIC if pipeline else STATISTICS[0])",
         "config.statistic or STATISTICS[0]",
         ("tests/test_leak_scan_statistics.py",),

@@ -244,5 +244,5 @@ def run_leak_demo(
                             value="max", seed=seed, decoy_seed=seed, decoys=DECOYS,
                             device=device, statistic=STATISTIC)  # fmt: skip
     result = leak_scan(model, probes, list(ROSTER), config, progress=progress)
-    write_scan_report(result, out / "scan", title="Leak check demo")
+    write_scan_report(result, out / "scan", title="Leak check demo", canary=placement)
     return LeakDemo(leaked, SERIES, result, out)

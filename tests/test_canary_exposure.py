@@ -19,7 +19,7 @@ from monai_forget.cli import main
 from monai_forget.dicom.manifest import manifest_canaries
 from monai_forget.dicom.plant import plan_canaries
 from monai_forget.memorisation import LeakScanConfig, UniqueFeature
-from monai_forget.memorisation.exposure import canary_exposure, extrapolated_exposure
+from monai_forget.memorisation.exposure import TrainingCheck, canary_exposure, extrapolated_exposure
 
 SIZE = 32
 CXR_BUNDLE = Path(__file__).resolve().parents[1] / "bundles" / "cxr_pneumonia_classification"
@@ -137,12 +137,28 @@ def test_a_memorised_canary_has_the_most_exposure_the_rank_can_show(statistic):
     assert audit.memorised and audit.flagged_copies() == [10]
     assert "evidence that the pipeline memorises burned-in text, at 10 copies" in audit.verdict()
     assert rows["QZXVK"].exposure_extrapolated > rows["QZXVK"].exposure
-    control = canary_exposure(matched_filter(np.zeros((SIZE, SIZE))), probes,
-                              {"QZXVK": 10, "BRMTL": 3}, config)  # fmt: skip
+    blind = matched_filter(np.zeros((SIZE, SIZE)))
+    trained = TrainingCheck(planted=13, found=13, datalist="train.json (training)")
+    control = canary_exposure(blind, probes, {"QZXVK": 10, "BRMTL": 3}, config,
+                              training=trained)  # fmt: skip
     assert not control.memorised and control.flagged_copies() == []
     assert all(math.isnan(c.exposure_extrapolated) for c in control.canaries), "no tail to fit"
-    assert control.verdict().endswith("no evidence that the pipeline memorises burned-in text "
-                                      "at these copy counts (bh-adjusted, alpha 0.05)")  # fmt: skip
+    said = (
+        "no evidence that the pipeline memorises burned-in text at these copy counts "
+        "(bh-adjusted, alpha 0.05); the training datalist holds all 13 planted files"
+    )
+    assert control.verdict().endswith(said)
+    # Issue 65, item 4: "no evidence" only for a model shown to have trained on the files
+    for training, why in [
+        (None, "nothing shows that the model trained on the planted files"),
+        (TrainingCheck(13, 12, "train.json (training)"), "holds 12 of the 13 planted files"),
+    ]:
+        unknown = canary_exposure(blind, probes, {"QZXVK": 10, "BRMTL": 3}, config,
+                                  training=training)  # fmt: skip
+        assert "no evidence" not in unknown.verdict() and "cannot tell" in unknown.verdict()
+        assert why in unknown.verdict()
+    # ... and a flag is evidence whatever the datalist shows
+    assert "cannot tell" not in audit.verdict()
 
 
 def test_a_config_without_a_statistic_ranks_by_the_exposure_default():

@@ -123,20 +123,25 @@ CANARY_DOC = (
     "monai-forget canary inject study/ study_canary/ --canary series2/IM0042",
     'monai-forget canary inject study/ study_all/ --all --text "JANE ROE" --scale 2',
     "monai-forget canary inject study/ study_all/ --all --dry-run",
+    'monai-forget canary inject "$CT" ct_canary.dcm --bundle bundles/cxr_pneumonia_classification',
+    'monai-forget canary check "$CT" --bundle bundles/cxr_pneumonia_classification --text EVA '
+    "--scale 5",
 )
 #: docs/memorisation.md: a pipeline's canary exposure audit (plant, train, audit).
 EXPOSURE_DOC = (
     "monai-forget canary inject training/ planted/ --random-canaries 1 --copies 1 3 10 30 "
     "--position 4 3 --scale 2",
     "monai-forget canary exposure --model model.pt --bundle my_bundle --probes probes/ "
-    "--canary-manifest planted.manifest.json --statistic class-shift --out exposure/",
+    "--canary-manifest planted.manifest.json --datalist training.json --statistic class-shift "
+    "--out exposure/",
 )
 #: docs/memorisation.md: the leak check on ACDC slices written as DICOM (the real grid).
 ACDC_DOC = (
     'monai-forget prepare acdc-h5 "$MONAI_FORGET_DATA/acdc_ssl4mis" -o acdc_dicom.json '
     "--dicom-dir acdc_dicom",
     "monai-forget canary inject acdc_dicom/patient002/frame01 burned/patient002/frame01 --all "
-    "--text RUTH --position 8 8 --scale 4 --bundle bundles/cxr_pneumonia_classification",
+    "--text RUTH --position 8 8 --scale 4 --bundle bundles/cxr_pneumonia_classification "
+    "--allow-illegible",
     "monai-forget memorisation scan --model model.pt --bundle bundles/cxr_pneumonia_classification "
     "--probes probes/ --canary-manifest burned/patient002/frame01.manifest.json --roster "
     "roster.csv --out scan/",
@@ -392,11 +397,19 @@ def test_dicom_canary_commands(command: str, study: Path) -> None:
     workspace = study / str(abs(hash(command)))
     shutil.copytree(study / "study", workspace / "study")
     env = environment(CT=str(real_file("CT_small.dcm")))
+    (workspace / "bundles").symlink_to(REPO / "bundles")
     before = {p: p.read_bytes() for p in (workspace / "study").rglob("*") if p.is_file()}
+    out = workspace / command.split()[4] if "study/" in command else workspace / "ct_canary.dcm"
+    if "inject" in command and "--bundle" in command:  # the scale-1 name: refused
+        refused = run_line(command, workspace, env=env)
+        assert refused.returncode == 2 and "not legible at the model input" in refused.stderr
+        assert not out.exists() and "--scale 5" in refused.stderr
+        return
     result = check(run_line(command, workspace, env=env))
     assert {p: p.read_bytes() for p in before} == before  # inputs untouched
-    out = workspace / command.split()[4] if "study/" in command else workspace / "ct_canary.dcm"
-    if "--dry-run" in command:
+    if "canary check" in command:
+        assert "1 of 1 legible" in result.stdout and not out.exists()
+    elif "--dry-run" in command:
         assert not out.exists() and result.stdout.startswith("would write 3 file(s)")
     else:
         assert out.exists()
@@ -433,12 +446,18 @@ def test_the_exposure_audit_commands(tmp_path: Path) -> None:
     data = LabelledImages(x, y, num_classes=3)
     model, _ = recipe.train(data, data, seed=0)
     torch.jit.script(model.eval()).save(str(tmp_path / "model.pt"))
+    datalist = {"training": [{"image": str(f.relative_to(tmp_path)), "label": int(c)}
+                             for f, c in zip(files, y, strict=True)]}  # fmt: skip
+    (tmp_path / "training.json").write_text(json.dumps(datalist))
     audited = check(run_line(EXPOSURE_DOC[1], tmp_path))
     record = json.loads((tmp_path / "exposure" / "exposure.json").read_text())
     assert sorted(c["copies"] for c in record["canaries"]) == [1, 3, 10, 30]
     assert {c["n_never_planted"] for c in record["canaries"]} == {999}
     assert record["settings"]["statistic"] == "class-shift"
     assert record["verdict"] in audited.stdout
+    assert record["training"] == {"planted": 44, "found": 44,
+                                  "datalist": "training.json (training)"}  # fmt: skip
+    assert "cannot tell" not in record["verdict"]
     assert (tmp_path / "exposure" / "exposure.png").is_file()
 
 
@@ -454,7 +473,9 @@ def python_block_with(marker: str, doc: str = "docs/memorisation.md") -> str:
 @pytest.mark.slow
 def test_the_real_grid_leak_check_as_documented(shared_data: Path, tmp_path: Path) -> None:
     """docs/memorisation.md's real-grid walkthrough, every step as written: the ACDC
-    export, the injector with its visibility report, the Python training step, the scan."""
+    export, the injector with its legibility report (the name is not legible at 28 px:
+    planted with --allow-illegible, as the docs say), the Python training step, the scan,
+    whose report says the canary was not legible."""
     if not (shared_data / "acdc_ssl4mis" / "data").is_dir():
         pytest.skip(f"{shared_data / 'acdc_ssl4mis'} absent")
     env = environment(shared_data)
@@ -463,8 +484,8 @@ def test_the_real_grid_leak_check_as_documented(shared_data: Path, tmp_path: Pat
     assert "exported 1902 slices" in exported.stdout
     injected = check(run_line(ACDC_DOC[1], tmp_path, env=env))
     assert "10 with burned-in text" in injected.stdout
-    assert injected.stdout.count("at the model input (1, 28, 28)") == 10
-    assert "will not survive" not in injected.stdout + injected.stderr
+    assert injected.stdout.count("NOT legible (planted: --allow-illegible)") == 10
+    assert "illegible canaries were planted" in injected.stderr
     training = python_block_with(
         'Preprocessing.from_bundle("bundles/cxr_pneumonia_classification")'
     )
@@ -478,6 +499,9 @@ def test_the_real_grid_leak_check_as_documented(shared_data: Path, tmp_path: Pat
     assert (settings["position"], settings["scale"]) == ([8, 8], 4)  # from the manifest
     assert settings["statistic"] == "class-shift" and "Resized" in settings["grid"]
     assert {row["name"] for row in result["rows"]} >= {"RUTH", "ANNA"}
+    assert result["canary"]["legible"] is False and result["canary"]["files"] == 10
+    page = (tmp_path / "scan" / "leak_scan.html").read_text()
+    assert "not legible at the model input" in page
 
 
 # --- data_prep/README.md and the Kermany example of the chest X-ray bundle -----------

@@ -112,7 +112,10 @@ def test_scan_sets_aside_names_that_only_look_like_the_leaked_one(tmp_path):
     # random letters: real-name decoys (the default) carry ERIC's and WADE's likeness
     # themselves here (they flag KATE, NATE and KAT only), leaving nothing to set aside
     result = leak_scan(
-        knows(LEAKED), probes, roster, LeakScanConfig(seed=0, decoy_seed=1, decoy_source="letters")
+        knows(LEAKED),
+        probes,
+        roster,
+        LeakScanConfig(seed=0, decoy_seed=1, decoy_source="letters", decoys=999),  # as measured
     )
     assert {LEAKED, "WADE", "ERIC"} <= set(result.significant_names())
     assert LEAKED in result.attributed_names()
@@ -134,6 +137,6 @@ def test_scan_sets_aside_names_that_only_look_like_the_leaked_one(tmp_path):
         knows(LEAKED),
         probes,
         roster,
-        LeakScanConfig(seed=0, decoy_seed=1, decoy_source="letters", attribution=False),
+        LeakScanConfig(seed=0, decoy_seed=1, decoy_source="letters", decoys=999, attribution=False),
     )
     assert off.significant_names() == result.significant_names() and not off.attributions

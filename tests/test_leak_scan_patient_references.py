@@ -96,7 +96,7 @@ def test_each_name_is_judged_against_the_references_that_never_saw_its_patient(
     each patient, only EVE is flagged; every reference for every name (the plain option)
     lets the two that saw her absorb the leak."""
     target = knows("ANNA", LEAKED)
-    config = LeakScanConfig(decoy_seed=3, decoy_source="letters")  # as measured
+    config = LeakScanConfig(decoy_seed=3, decoy_source="letters", decoys=999)  # as measured
     scan = leak_scan(
         target,
         probes,
@@ -175,7 +175,7 @@ def test_a_roster_with_patients_feeds_the_scan(probes, references, tmp_path):
         knows("ANNA", LEAKED),
         probes,
         names,
-        LeakScanConfig(decoy_seed=3, decoy_source="letters"),
+        LeakScanConfig(decoy_seed=3, decoy_source="letters", decoys=999),
         references=references,
         reference_patients=REFERENCE_PATIENTS,
     )

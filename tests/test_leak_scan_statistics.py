@@ -49,18 +49,25 @@ def test_m_is_scipys_kl_of_clean_to_carrying():
 
 
 def test_each_statistic_quotes_only_the_cells_measured_with_it():
-    """The report's measured cells are keyed by the statistic: a scan ranked by the class
-    shift quotes the class-shift control scans (through the pipeline and on the model
-    grid), never M's, and no detection curve (measured with M only)."""
+    """The report's measured cells are keyed by the statistic and the path: a scan ranked
+    by the class shift quotes the class-shift control scans of its path (through the
+    pipeline, or on the model grid), never M's, nor another path's."""
     from monai_forget.memorisation.report import measured_detection, measured_false_alarms
 
     by_m = measured_false_alarms("bh", 0.05, decoy_source="names")
     assert by_m and all(r.get("statistic", "m") == "m" for r in by_m)
     assert measured_detection("bh", 0.05, decoy_source="names")
-    shift = measured_false_alarms("bh", 0.05, decoy_source="names", statistic="class-shift")
-    assert sorted((r["flagged"], r["scans"]) for r in shift) == [(0, 60), (0, 100), (2, 100)]
-    assert all(r["statistic"] == "class-shift" for r in shift)
-    assert measured_detection("bh", 0.05, decoy_source="names", statistic="class-shift") == []
+    kind = dict(decoy_source="names", statistic="class-shift")
+    grid = measured_false_alarms("bh", 0.05, **kind)
+    assert [(r["flagged"], r["scans"]) for r in grid] == [(0, 100)]  # the direct stamp
+    piped = measured_false_alarms("bh", 0.05, **kind, path="pipeline")
+    assert sorted((r["flagged"], r["scans"]) for r in piped) == [(0, 60), (2, 100)]
+    assert all(r["statistic"] == "class-shift" for r in grid + piped)
+    assert [(r["detected"], r["runs"]) for r in measured_detection("bh", 0.05, **kind)] == [
+        (11, 20)
+    ]
+    curve = measured_detection("bh", 0.05, **kind, path="pipeline")
+    assert sorted((r["detected"], r["runs"]) for r in curve) == [(1, 60), (4, 100)]
 
 
 def test_the_default_statistic_is_the_class_shift_through_a_pipeline_and_m_on_the_grid():

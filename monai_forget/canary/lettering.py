@@ -55,6 +55,11 @@ class BitmapLettering:
     def name(self) -> str:
         return TYPEFACE
 
+    @property
+    def cap_height(self) -> int:
+        """A capital letter's height in pixels (every glyph is 5 rows at scale 1)."""
+        return text_shape(1, self.scale)[0]
+
     def shape(self, n_chars: int) -> tuple[int, int]:
         return text_shape(n_chars, self.scale)
 
@@ -137,6 +142,12 @@ class TrueTypeLettering:
 
     def _metrics(self) -> tuple[int, float, int]:
         return _metrics(str(font_path(self.font)), int(self.size))
+
+    @property
+    def cap_height(self) -> int:
+        """A capital letter's height in pixels: the ink of ``H`` above the baseline."""
+        top, bottom = self._pil().getbbox("H", anchor="ls")[1::2]
+        return int(bottom - top)
 
     def shape(self, n_chars: int) -> tuple[int, int]:
         if n_chars < 1:

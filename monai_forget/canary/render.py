@@ -137,19 +137,23 @@ def random_patch(
     return flat.reshape(height, width)
 
 
+class TextDoesNotFitError(ValueError):
+    """A text box that would leave its image (:func:`check_fits`)."""
+
+
 def check_fits(
     mask_shape: tuple[int, int], position: Sequence[int], image_shape: tuple[int, int]
 ) -> None:
     """Refuse a placement that would leave the image.
 
     Raises:
-        ValueError: the mask at ``position`` does not lie inside ``image_shape``.
+        TextDoesNotFitError: the mask at ``position`` does not lie inside ``image_shape``.
     """
     row, col = (int(p) for p in position)
     height, width = mask_shape
     rows, cols = image_shape
     if row < 0 or col < 0 or row + height > rows or col + width > cols:
-        raise ValueError(
+        raise TextDoesNotFitError(
             f"the text needs {height}x{width} pixels at (row {row}, col {col}) but the "
             f"image is {rows}x{cols}; use a smaller scale, shorter text or another "
             "position"

@@ -122,12 +122,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     inject.add_argument(
         "--bundle",
-        help="the MONAI bundle of the model the canaries are for: after writing, say how "
-        "visible each canary is at the model's input (its inference preprocessing), and "
-        "warn when it will not survive it",
+        help="the MONAI bundle of the model the canaries are for: before anything is "
+        "written, measure each canary where the model sees it (its inference "
+        "preprocessing) and refuse one that is not legible there, naming the smallest "
+        "scale and position that could be",
+    )
+    inject.add_argument(
+        "--allow-illegible",
+        action="store_true",
+        help="with --bundle: plant a canary that is not legible at the model input anyway "
+        "(the manifest records legible: false)",
     )
     inject.set_defaults(func=run_inject)
     canary_exposure.register(actions)
+    from monai_forget.cli import canary_check
+
+    canary_check.register(actions)
 
 
 def run_inject(args: argparse.Namespace) -> int:
@@ -167,37 +177,36 @@ def run_inject(args: argparse.Namespace) -> int:
     if manifest is not None:
         print("manifest: {} and {}".format(*manifest))
     if args.bundle and injected:
-        _report_visibility(args.bundle, injected, args.dry_run)
+        _print_legibility(injected)
     return 0
 
 
-#: Canaries whose visibility a run reports (each is read twice through the bundle).
-VISIBILITY_FILES = 20
+#: Canaries whose legibility a run prints (every one is measured and recorded).
+LEGIBILITY_LINES = 20
 
 
-def _report_visibility(bundle: str, injected: list, dry_run: bool) -> None:
-    """Each canary's largest change at the model input, through ``bundle``'s preprocessing."""
+def _print_legibility(injected: list) -> None:
+    """Each canary's legibility at the model input, as measured before publishing."""
     import sys
 
-    from monai_forget.memorisation.pipeline import Preprocessing, canary_visibility
-
-    if dry_run:
-        print("visibility at the model input: not measured on a dry run (nothing written)")
+    measured = [r for r in injected if r.legibility is not None]
+    if not measured:
+        print("legibility at the model input: not measured on a dry run of a folder "
+              "(nothing is rendered)")  # fmt: skip
         return
-    pre = Preprocessing.from_bundle(bundle)
-    shown = injected[:VISIBILITY_FILES]
-    print(f"visibility through {pre.description} ({len(shown)} of {len(injected)} file(s)):")
+    shown = measured[:LEGIBILITY_LINES]
+    print(f"legibility at the model input ({len(shown)} of {len(measured)} canaries):")
     for record in shown:
-        before, after = pre.load([record.input])[0], pre.load([record.output])[0]
-        seen = canary_visibility(pre, before, after)
-        print(f"  {record.output}: {seen.describe()}")
-        if not seen.survives:
-            print(
-                f"warning: the canary in {record.output} will not survive the model's "
-                "preprocessing (no input pixel changes by 0.1 of the range); use a larger "
-                "--scale or --height-fraction",
-                file=sys.stderr,
-            )
+        row = record.legibility
+        verdict = "legible" if row["legible"] else "NOT legible (planted: --allow-illegible)"
+        print(
+            f"  {record.output}: capital {row['legibility_cap_height']:.1f} px high, shape r "
+            f"{row['legibility_correlation']:.2f}, contrast {row['legibility_contrast']:.3f}: "
+            f"{verdict}"
+        )
+    if any(not r.legibility["legible"] for r in measured):
+        print("warning: illegible canaries were planted (--allow-illegible); a scan that "
+              "finds nothing for them says nothing", file=sys.stderr)  # fmt: skip
 
 
 def _inject(args: argparse.Namespace) -> Published:
@@ -210,11 +219,18 @@ def _inject(args: argparse.Namespace) -> Published:
 
     planted = planted_from_args(args)
     plain = args.plain_text or planted is not None
+    legibility = None
+    if args.bundle:
+        from monai_forget.dicom.legible import LegibilityCheck
+        from monai_forget.memorisation.pipeline import Preprocessing
+
+        legibility = LegibilityCheck(Preprocessing.from_bundle(args.bundle), args.allow_illegible)
     hasher = TextHasher(args.salt or os.environ.get(SALT_ENV), plain_text=plain)
     run = functools.partial(
         inject_and_publish, args.input, args.output, options, hasher=hasher,
         manifest=args.manifest, overwrite=args.overwrite, dry_run=args.dry_run,
         all_files=args.all_files, canary=args.canary, planted=planted, workers=args.workers,
+        legibility=legibility,
     )  # fmt: skip
     if not args.input.is_dir():
         return run()

@@ -111,6 +111,17 @@ def register(actions: argparse._SubParsersAction) -> None:
         "--canary-manifest", required=True, help="the .manifest.json of the planting run"
     )
     parser.add_argument(
+        "--datalist",
+        help="the MONAI datalist (JSON) the model was trained on: the planted files must be "
+        "in it for the audit to say 'no evidence' (without it, or when files are missing, it "
+        "says it cannot tell)",
+    )
+    parser.add_argument(
+        "--datalist-key",
+        default="training",
+        help="the datalist's list the model trained on (default %(default)s)",
+    )
+    parser.add_argument(
         "--value",
         type=text_value,
         default="max",
@@ -152,7 +163,7 @@ def run_exposure(args: argparse.Namespace) -> int:
     from monai_forget.dicom.manifest import manifest_canaries, manifest_placement
     from monai_forget.io import check_writable
     from monai_forget.memorisation import LeakScanConfig
-    from monai_forget.memorisation.exposure import canary_exposure
+    from monai_forget.memorisation.exposure import canary_exposure, planted_in_training
     from monai_forget.memorisation.exposure_report import (
         JSON_NAME,
         PNG_NAME,
@@ -165,6 +176,9 @@ def run_exposure(args: argparse.Namespace) -> int:
         check_writable(out / name, args.overwrite)
     canaries = manifest_canaries(args.canary_manifest)
     placement = manifest_placement(args.canary_manifest)
+    training = None
+    if args.datalist:
+        training = planted_in_training(args.canary_manifest, args.datalist, args.datalist_key)
     model = load_model_from_args(args)
     probes = PipelineProbes.from_bundle(args.bundle, args.probes)
     config = LeakScanConfig(
@@ -182,7 +196,7 @@ def run_exposure(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         device=args.device,
     )
-    audit = canary_exposure(model, probes, canaries, config, progress=True)
+    audit = canary_exposure(model, probes, canaries, config, training=training, progress=True)
     json_path, png_path = write_exposure_report(audit, out, overwrite=args.overwrite)
     print(audit.summary())
     print(f"result: {json_path}\nfigure: {png_path}")

@@ -128,7 +128,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     score.add_argument("--out", help="write the result as JSON to this file")
     scan = actions.add_parser("scan", help="leak scan over a CSV roster of candidate names")
     _common(scan)
-    scan.add_argument("--roster", required=True, help="CSV with a header row, one name per row")
+    names = scan.add_mutually_exclusive_group(required=True)
+    names.add_argument("--roster", help="CSV with a header row, one name per row")
+    names.add_argument(
+        "--name",
+        help="one name alone (a data team checking one patient's name): no correction over "
+        "a roster, the name's own --alpha",
+    )
     scan.add_argument(
         "--bundle",
         help="the model's MONAI bundle: --probes is then a folder of images its inference "
@@ -163,11 +169,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "Each name is then judged against the references that never saw its patient, so "
         "the references need not be trained without the roster",
     )
-    scan.add_argument(
+    decoys = scan.add_mutually_exclusive_group()
+    decoys.add_argument(
         "--decoys",
         type=int,
-        help="decoys per kind of name (length and letter case), drawn fresh per scan "
-        "(default: at least 999, enough for one name to reach alpha after correction)",
+        help="a fixed number of decoys per kind of name (length and letter case), every name "
+        "ranked among all of them (default: sequential decoys, drawn until each name's "
+        "decision is settled, up to --max-decoys; with reference models at least 999)",
+    )
+    decoys.add_argument(
+        "--max-decoys",
+        type=int,
+        metavar="N",
+        help="the sequential decoys' cap per kind of name (default: twice the fixed default, "
+        "1998 for up to 50 names at alpha 0.05); a name the cap cannot settle is reported "
+        "undecided, with the decoys that would",
     )
     scan.add_argument(
         "--decoys-from",

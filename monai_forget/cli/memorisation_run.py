@@ -139,14 +139,21 @@ def _scan(args: argparse.Namespace) -> int:
     out_dir = Path(args.out)
     for name in ("leak_scan.json", "leak_scan.html"):
         check_writable(out_dir / name, args.overwrite)
-    names = read_roster(args.roster, args.column, args.patient_column)
+    if args.name is not None and (args.column or args.patient_column):
+        raise ValueError("--column and --patient-column read a --roster; drop them with --name")
+    names = (
+        [args.name]
+        if args.name is not None
+        else read_roster(args.roster, args.column, args.patient_column)
+    )
     reference_patients = _reference_patients(args)
     position, scale = tuple(args.position), args.scale
     font, font_size = args.font, args.font_size
+    placement = None
     if args.canary_manifest:
         from monai_forget.dicom.manifest import manifest_placement
 
-        placement = manifest_placement(args.canary_manifest)
+        placement = manifest_placement(args.canary_manifest, args.font, args.font_size)
         position, scale = placement["position"], placement["scale"]
         font, font_size = placement["font"], placement["font_size"]
     value = args.value if args.value is not None else ("max" if args.bundle else 1.0)
@@ -167,6 +174,7 @@ def _scan(args: argparse.Namespace) -> int:
         statistic=args.statistic,
         attribution=not args.no_attribution,
         decoys=args.decoys,
+        max_decoys=args.max_decoys,
         decoy_seed=args.decoy_seed,
         **_settings(args),
     )
@@ -181,7 +189,9 @@ def _scan(args: argparse.Namespace) -> int:
         progress=True,
         checkpoint=partial,
     )
-    json_path, html_path = write_scan_report(result, out_dir, overwrite=args.overwrite)
+    json_path, html_path = write_scan_report(
+        result, out_dir, overwrite=args.overwrite, canary=placement
+    )
     partial.unlink()
     print(result.summary())
     print(f"result: {json_path}\nreport: {html_path}")

@@ -120,16 +120,26 @@ def write_manifest(
     return json_path, csv_path
 
 
-def manifest_placement(path: str | os.PathLike) -> dict:
+def manifest_placement(
+    path: str | os.PathLike, font: str | None = None, font_size: int | None = None
+) -> dict:
     """Where and how the injector burned its text, from a ``.manifest.json``: the text
     box's ``position`` (row, col), glyph ``scale``, and for TrueType text its ``font``
     and ``font_size`` (else ``None``), the same for every injected file (what a leak scan
-    of those canaries must burn on its probes).
+    of those canaries must burn on its probes); ``files``, how many files carry it; and
+    ``legible``: whether every canary was measured legible at the model input (``None``
+    when the injector did not measure it: no ``--bundle``).
+
+    Args:
+        path: the manifest.
+        font, font_size: a font the caller was also given; refused when the manifest's
+            differs (a scan in another font than the canary's looks for another feature).
 
     Raises:
         FileNotFoundError: no such manifest.
-        ValueError: not an injector manifest, no injected file, or files burned at
-            different places or scales (scan each placement on its own).
+        ValueError: not an injector manifest, no injected file, files burned at
+            different places or scales (scan each placement on its own), or a ``font`` /
+            ``font_size`` that is not the manifest's.
     """
     path = Path(path)
     if not path.is_file():
@@ -151,13 +161,26 @@ def manifest_placement(path: str | os.PathLike) -> dict:
             f"{path}: the files were burned at {len(placements)} places, scales or fonts; "
             "scan each placement with --position and --scale (or --font and --font-size)"
         )
-    ((row, col, scale, font, font_size),) = placements
+    ((row, col, scale, burned_font, burned_size),) = placements
+    if (font is not None and font != burned_font) or (
+        font_size is not None and font_size != burned_size
+    ):
+        raise ValueError(
+            f"the font given ({font or 'the 5x5 typeface'}"
+            + (f", {font_size} px" if font_size else "")
+            + f") is not the one {path} records ({burned_font or 'the 5x5 typeface'}"
+            + (f", {burned_size} px" if burned_size else "")
+            + "); drop the font options to scan in the manifest's, or drop the manifest"
+        )
+    measured = [r["legible"] for r in injected if "legible" in r]
     return {
         "position": (int(row), int(col)),
         "scale": int(scale),
         "typeface": injected[0].get("typeface", document.get("typeface")),
-        "font": font,
-        "font_size": None if font_size is None else int(font_size),
+        "font": burned_font,
+        "font_size": None if burned_size is None else int(burned_size),
+        "files": len(injected),
+        "legible": all(measured) if len(measured) == len(injected) else None,
     }
 
 

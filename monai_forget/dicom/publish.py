@@ -15,9 +15,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from monai_forget.dicom.driver import check_not_input, prepare
+from monai_forget.dicom.driver import Prepared, check_not_input, prepare
 from monai_forget.dicom.folder import inject_tree, stage_tree
 from monai_forget.dicom.hashing import TextHasher
+from monai_forget.dicom.legible import LegibilityCheck
 from monai_forget.dicom.manifest import (
     check_manifest_target,
     manifest_paths,
@@ -59,6 +60,7 @@ def inject_and_publish(
     workers: int | None = None,
     progress: Callable[[list[Path]], Iterable[Path]] | None = None,
     report: Callable[[str], object] | None = None,
+    legibility: LegibilityCheck | None = None,
 ) -> Published:
     """Burn ``options``' text into ``source`` (a file or a folder) and publish the result
     at ``output`` with its manifest.
@@ -75,11 +77,16 @@ def inject_and_publish(
         all_files, canary, planted, workers, progress, report: folder inputs only, as
             :func:`~monai_forget.dicom.folder.inject_tree` (workers default: the cores
             this process may use; report default: the package's logger).
+        legibility: measure every canary at the model input before anything is
+            published, record it in the manifest, and refuse illegible canaries unless
+            the check allows them (:mod:`~monai_forget.dicom.legible`); not on a dry run
+            of a folder (nothing is rendered).
 
     Raises:
         ValueError: options that contradict each other, or a manifest inside the input.
         FileExistsError: an output or the manifest exists and ``overwrite`` is false.
-        InjectionError: a file cannot be injected (nothing is published).
+        InjectionError: a file cannot be injected, or a canary is not legible at the
+            model input (nothing is published).
     """
     from monai_forget.processes import available_cores
 
@@ -115,9 +122,12 @@ def inject_and_publish(
 
     if not source.is_dir():
         prepared = prepare(source, output, options, overwrite=overwrite, hasher=hasher)
+        records = [prepared.record.replace(output_sha256="")] if dry_run else [prepared.record]
+        if legibility is not None:
+            records = _legible_in_memory(legibility, prepared, records)
         if dry_run:
-            return Published([prepared.record.replace(output_sha256="")], None)
-        return publish(functools.partial(prepared.write, overwrite), [prepared.record])
+            return Published(records, None)
+        return publish(functools.partial(prepared.write, overwrite), records)
     tree = {
         "all_files": all_files,
         "canary": canary,
@@ -130,4 +140,23 @@ def inject_and_publish(
     if dry_run:
         return Published(inject_tree(source, output, options, dry_run=True, **tree), None)
     with stage_tree(source, output, options, overwrite=overwrite, **tree) as staged:
-        return publish(staged.publish, staged.records)
+        records = staged.records
+        if legibility is not None:
+            stage = staged.staging.path
+            records = legibility.apply(
+                records, lambda r: stage / Path(r.output).relative_to(output)
+            )
+        return publish(staged.publish, records)
+
+
+def _legible_in_memory(
+    check: LegibilityCheck, prepared: Prepared, records: list[ManifestRecord]
+) -> list[ManifestRecord]:
+    """The check on a single file's rendered bytes, read from a private temporary copy
+    (the model's loader reads files), removed afterwards."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="monai-forget-legibility-") as folder:
+        copy = Path(folder) / prepared.dst.name
+        copy.write_bytes(prepared.payload)
+        return check.apply(records, lambda _: copy)

@@ -92,6 +92,8 @@ class ManifestRecord:
         box: the burned-in text, for ``injected``.
         recoding: DICOM transfer syntax and photometric, for injected DICOM files.
         reason: why a file was skipped.
+        legibility: the canary at the model input, when measured
+            (:mod:`monai_forget.dicom.legible`): the ``legibility_*`` keys and ``legible``.
     """
 
     action: str
@@ -101,6 +103,7 @@ class ManifestRecord:
     box: TextBox | None = None
     recoding: Recoding | None = None
     reason: str | None = None
+    legibility: dict | None = None
 
     def replace(self, **changes: object) -> ManifestRecord:
         """A copy with some fields changed (e.g. the staged output's final path)."""
@@ -135,4 +138,6 @@ class ManifestRecord:
             row["output_sha256"] = self.output_sha256
         if self.reason is not None:
             row["reason"] = self.reason
+        if self.legibility is not None:
+            row.update(self.legibility)
         return row

@@ -31,6 +31,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,12 +39,75 @@ import torch
 
 from monai_forget.canary.space import space_size, text_template
 from monai_forget.defaults import EXPOSURE_STATISTIC
-from monai_forget.memorisation.leak_scan import LeakScanConfig, leak_scan
+from monai_forget.memorisation.leak_scan import LeakScanConfig, default_decoys, leak_scan
 from monai_forget.memorisation.scan_result import LeakScanResult
 from monai_forget.reporting import pvalue_text
 from monai_forget.results import Result
 
-__all__ = ["CanaryExposure", "ExposureAudit", "canary_exposure", "extrapolated_exposure"]
+__all__ = [
+    "CanaryExposure",
+    "ExposureAudit",
+    "TrainingCheck",
+    "canary_exposure",
+    "extrapolated_exposure",
+    "planted_in_training",
+]
+
+
+@dataclass(frozen=True)
+class TrainingCheck:
+    """Whether the audited model's training set holds the planted files: a "no evidence"
+    says something only of a model that trained on them.
+
+    Attributes:
+        planted: files the manifest records as carrying a canary.
+        found: how many of them the training datalist holds (matched by content: the
+            manifest's output SHA-256 against each listed image file's).
+        datalist: the datalist file and the key read (e.g. ``training``).
+    """
+
+    planted: int
+    found: int
+    datalist: str
+
+    @property
+    def complete(self) -> bool:
+        return self.planted > 0 and self.found == self.planted
+
+
+def planted_in_training(
+    manifest: str | Path, datalist: str | Path, key: str = "training"
+) -> TrainingCheck:
+    """Match the manifest's planted files against the images a MONAI datalist lists under
+    ``key`` (relative paths from the datalist's folder, as MONAI reads them), by content.
+
+    Raises:
+        FileNotFoundError: no such manifest or datalist.
+        ValueError: a datalist without ``key``, or a manifest that records no hash.
+    """
+    import hashlib
+    import json
+
+    from monai.data import load_decathlon_datalist
+
+    records = json.loads(Path(manifest).read_text(encoding="utf-8"))["records"]
+    planted = {r.get("output_sha256") for r in records if r.get("action") == "injected"}
+    if not planted or None in planted or "" in planted:
+        raise ValueError(f"{manifest} records no output hash of its canaries (a dry run?)")
+    if not Path(datalist).is_file():
+        raise FileNotFoundError(f"datalist {datalist} does not exist")
+    try:
+        entries = load_decathlon_datalist(str(datalist), data_list_key=key)
+    except ValueError as err:
+        raise ValueError(f"{datalist} has no {key!r} list ({err}); name the key the model "
+                         "was trained on") from None  # fmt: skip
+    listed = set()
+    for entry in entries:
+        images = entry["image"] if isinstance(entry["image"], list) else [entry["image"]]
+        for image in images:
+            if Path(image).is_file():
+                listed.add(hashlib.sha256(Path(image).read_bytes()).hexdigest())
+    return TrainingCheck(len(planted), len(planted & listed), f"{datalist} ({key})")
 
 
 def extrapolated_exposure(score: float | np.ndarray, never_planted: object) -> float | np.ndarray:
@@ -106,12 +170,16 @@ class ExposureAudit(Result):
         space_size: how many texts it holds.
         scan: the leak scan that ranked the canaries (settings, provenance, the
             never-planted canaries and their scores).
+        training: whether the model's training datalist holds the planted files
+            (:func:`planted_in_training`); without it, no canary flagged reads "cannot
+            tell", never "no evidence".
     """
 
     canaries: tuple[CanaryExposure, ...]
     space: str
     space_size: int
     scan: LeakScanResult = field(repr=False)
+    training: TrainingCheck | None = None
 
     @property
     def alpha(self) -> float:
@@ -142,9 +210,24 @@ class ExposureAudit(Result):
             f"{self.canaries[0].n_never_planted} never-planted ones"
         )
         if not self.memorised:
+            level = f"({self.scan.correction}-adjusted, alpha {self.alpha:g})"
+            if self.training is None:
+                return (
+                    f"{lead}: no canary flagged {level}, but the audit cannot tell whether "
+                    "the pipeline memorises burned-in text: nothing shows that the model "
+                    "trained on the planted files (give the datalist it was trained on)"
+                )
+            if not self.training.complete:
+                return (
+                    f"{lead}: no canary flagged {level}, but the audit cannot tell whether "
+                    f"the pipeline memorises burned-in text: the training datalist "
+                    f"{self.training.datalist} holds {self.training.found} of the "
+                    f"{self.training.planted} planted files"
+                )
             return (
                 f"{lead}: no evidence that the pipeline memorises burned-in text at these "
-                f"copy counts ({self.scan.correction}-adjusted, alpha {self.alpha:g})"
+                f"copy counts {level}; the training datalist holds all "
+                f"{self.training.planted} planted files"
             )
         copies = ", ".join(str(c) for c in self.flagged_copies())
         return (
@@ -177,6 +260,7 @@ class ExposureAudit(Result):
             "skew-normal extrapolation) with a leak scan's statistic",
             "verdict": self.verdict(),
             "memorised": self.memorised,
+            "training": None if self.training is None else dataclasses.asdict(self.training),
             "flagged_copies": self.flagged_copies(),
             "space": self.space,
             "space_size": self.space_size,
@@ -195,6 +279,7 @@ def canary_exposure(
     canaries: Mapping[str, int],
     config: LeakScanConfig | None = None,
     *,
+    training: TrainingCheck | None = None,
     progress: bool = False,
 ) -> ExposureAudit:
     """Rank every planted canary among never-planted canaries of its space.
@@ -211,6 +296,8 @@ def canary_exposure(
             class shift, :data:`~monai_forget.defaults.EXPOSURE_STATISTIC`); the
             never-planted canaries are always random texts of the space, and flags are not
             attributed.
+        training: whether the model trained on the planted files
+            (:func:`planted_in_training`); needed for a "no evidence".
 
     Raises:
         ValueError: no canary, canaries of different spaces, or copy counts below 1.
@@ -226,11 +313,16 @@ def canary_exposure(
     if min(canaries.values()) < 1:
         raise ValueError("every planted canary needs a copy count of at least 1")
     config = config or LeakScanConfig()
+    # Carlini et al.'s exposure is a rank among a fixed sample of never-planted canaries:
+    # a fixed number, never the leak scan's sequential decoys.
+    fixed = config.decoys or default_decoys(len(canaries), config.alpha, config.correction)
     config = dataclasses.replace(
         config,
         statistic=config.statistic or EXPOSURE_STATISTIC,  # unless the caller chose one
         decoy_source="letters",
         attribution=False,
+        decoys=fixed,
+        max_decoys=None,
     )
     texts = list(canaries)
     scan = leak_scan(model, probes, texts, config, progress=progress)
@@ -255,4 +347,4 @@ def canary_exposure(
     ]
     rows.sort(key=lambda c: (c.copies, -c.exposure, c.text))
     (space,) = spaces
-    return ExposureAudit(tuple(rows), space, space_size(space), scan)
+    return ExposureAudit(tuple(rows), space, space_size(space), scan, training)

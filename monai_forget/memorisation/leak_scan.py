@@ -23,55 +23,47 @@ same again on each reference model.
 
 from __future__ import annotations
 
-import math
 import os
 import warnings
-import zlib
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
 
 from monai_forget.canary.font import TYPEFACE
-from monai_forget.canary.lettering import Lettering, TrueTypeLettering, as_lettering
-from monai_forget.checks import check_choice, check_fraction
-from monai_forget.defaults import (
-    LEAK_SCAN_ALPHA,
-    LEAK_SCAN_CORRECTIONS,
-    LEAK_SCAN_DECOY_SOURCES,
-    PIPELINE_STATISTIC,
-)
 from monai_forget.memorisation.attribution import attribute_flags
-from monai_forget.memorisation.decoys import decoy_template, decoy_test, draw_decoys, fresh_seed
-from monai_forget.memorisation.feature import (
-    UniqueFeature,
-    as_probe_images,
-    warn_if_in_distribution,
-)
+from monai_forget.memorisation.decoys import DecoyTest, decoy_template, decoy_test, fresh_seed
+from monai_forget.memorisation.feature import as_probe_images, warn_if_in_distribution
 from monai_forget.memorisation.name_decoys import faker_version
-from monai_forget.memorisation.passes import (
-    FeatureCarrying,
-    pipeline_divergences,
-    pipeline_random_divergences,
-    predict_probs,
-    text_divergences,
-)
 from monai_forget.memorisation.patient_references import unseen_references
 from monai_forget.memorisation.pipeline import PipelineProbes
 from monai_forget.memorisation.reference_scan import check_reference_count, relative_to_each_set
 from monai_forget.memorisation.roster import Roster, check_names, read_roster
-from monai_forget.memorisation.scan_passes import (
-    ScanCheckpoint,
-    ScanPasses,
-    run_passes,
-    scan_key,
+from monai_forget.memorisation.scan_config import (
+    CORRECTIONS,
+    LeakScanConfig,
+    default_decoys,
+    drawn_with,
+    truetype,
 )
-from monai_forget.memorisation.scan_result import DecoyNull, LeakScanResult, NameResult
-from monai_forget.memorisation.settings import ProbeSettings
+from monai_forget.memorisation.scan_models import ScanModels, texts_by_kind
+from monai_forget.memorisation.scan_passes import ScanCheckpoint
+from monai_forget.memorisation.scan_result import (
+    EVIDENCE,
+    NO_EVIDENCE,
+    UNDECIDED,
+    DecoyNull,
+    LeakScanResult,
+    NameResult,
+)
+from monai_forget.memorisation.sequential import (
+    lower_bound,
+    needed_decoys,
+    sequential_decoy_test,
+    settling_level,
+)
 from monai_forget.memorisation.significance import one_tailed_test
-from monai_forget.memorisation.statistics import STATISTICS, Statistic, per_probe
 from monai_forget.results import package_versions
 from monai_forget.stats import benjamini_hochberg, bonferroni
 
@@ -86,60 +78,6 @@ __all__ = [
     "leak_scan",
     "read_roster",
 ]
-
-#: Multiple-testing corrections: Benjamini-Hochberg (false discovery rate, default),
-#: Bonferroni (family-wise error), or none.
-CORRECTIONS = LEAK_SCAN_CORRECTIONS
-Correction = Literal["bh", "bonferroni", "none"]
-DecoySource = Literal["letters", "names"]
-
-
-def default_decoys(n_names: int, alpha: float, correction: str) -> int:
-    """Decoys per kind of name so that one leaked name can be flagged: at least 999.
-
-    The smallest calibrated p is 1 / (n + 1); after BH or Bonferroni over m names a
-    single leaked name is flagged only if m / (n + 1) < alpha, so n >= m / alpha.
-    """
-    tests = n_names if correction in ("bh", "bonferroni") else 1
-    return max(999, math.floor(tests / alpha))
-
-
-def _rng(seed: int, template: str) -> np.random.Generator:
-    """A stream per (seed, kind of name): one kind's draws do not depend on the others."""
-    return np.random.default_rng([int(seed), zlib.crc32(template.encode("utf-8"))])
-
-
-def _random_divergences(model, images, clean, feature, kind, seed, kwargs, pipeline, statistic):
-    masks = feature.random_masks(len(images), _rng(seed, decoy_template(feature.text)), kind)
-    if pipeline is not None:
-        where = dict(position=feature.position, value=feature.value, patch=kind == "patch")
-        return pipeline_random_divergences(
-            model, pipeline, clean, masks, **where, **kwargs, statistic=statistic
-        )
-    carrying = FeatureCarrying(model, feature, masks, kind)
-    probs = predict_probs(carrying, images, "random-feature", **kwargs)
-    return per_probe(statistic, clean, probs[None])[0]
-
-
-def _controls(model, images, features, random_feature, seed, kwargs, pipeline, statistic):
-    """``model``'s outputs on the clean probes and each kind's random-control divergences
-    (the controls burned through ``pipeline`` when the probes are acquisition images)."""
-    clean = predict_probs(model, images, "clean", **kwargs)
-    d_random = {
-        template: _random_divergences(
-            model, images, clean, feature, random_feature, seed, kwargs, pipeline, statistic
-        )
-        for template, feature in features.items()
-    }
-    return clean, d_random
-
-
-def _text_divergences(model, images, clean, texts, pipeline, stamp, kwargs) -> np.ndarray:
-    """Per-probe divergences of ``texts``: stamped on the model's input grid, or burned on
-    the acquisition grid and preprocessed when ``pipeline`` is given."""
-    if pipeline is not None:
-        return pipeline_divergences(model, pipeline, clean, texts, **stamp, **kwargs)
-    return text_divergences(model, images, clean, texts, **stamp, **kwargs)
 
 
 def _unseen(names, references, reference_patients, name_patients) -> list[tuple[int, ...]]:
@@ -158,100 +96,6 @@ def _unseen(names, references, reference_patients, name_patients) -> list[tuple[
             "give one list per reference model, in the same order"
         )
     return unseen_references(names, name_patients, reference_patients)
-
-
-def _m(mean_d: np.ndarray, d_random: dict[str, np.ndarray], texts: Sequence[str]) -> np.ndarray:
-    """Eq. 1 for every text: its mean divergence minus its kind's random control's."""
-    return mean_d - np.array([d_random[decoy_template(t)].mean() for t in texts])
-
-
-@dataclass(frozen=True)
-class LeakScanConfig(ProbeSettings):
-    """How a leak scan renders the names, draws the decoys, tests and runs the model: the
-    :class:`~monai_forget.memorisation.ProbeSettings` a memorisation score takes (test,
-    random controls, seed, how the model runs), and what a scan adds.
-
-    Args:
-        position: ``(row, col)`` where burned-in text would start.
-        scale: glyph scale of the text (the 5x5 typeface).
-        font, font_size: a TrueType font and its size in pixels instead of the 5x5
-            typeface, anti-aliased as the injector burns it
-            (:mod:`~monai_forget.canary.lettering`); scanned through a pipeline only
-            (``probes`` as :class:`~.pipeline.PipelineProbes`), with ``"patch"`` or
-            ``"ink"`` random controls, without attribution.
-        value: pixel value of the text, or ``"max"`` (each probe's white).
-        decoys: decoys per kind of name (length and letter case); default
-            :func:`default_decoys` (at least 999, enough for one name to reach alpha).
-        decoy_seed: seed of the decoys; default a fresh one, recorded in the result.
-        decoy_source: ``"names"`` (default: real given and family names of the same
-            lengths and case, :mod:`~monai_forget.memorisation.name_decoys`) or
-            ``"letters"`` (random letters of the name's kind). Names are the default
-            because they kept the measured false alarms within 5 % where random letters
-            did not (18 of 100 MNIST MLP-1 control scans flagged a name; docs/memorisation.md).
-        correction: ``"bh"`` (Benjamini-Hochberg, default), ``"bonferroni"`` or ``"none"``.
-        alpha: level for the adjusted calibrated p-values.
-        statistic: what each text is ranked by among its decoys: ``"m"`` (Eq. 1's M, the
-            paper's) or ``"class-shift"`` (the rise in log-probability of the class the
-            text raises most, less its random control's; a departure, see
-            :mod:`~monai_forget.memorisation.statistics`). Default (``None``): the class
-            shift through a pipeline (:data:`~monai_forget.defaults.PIPELINE_STATISTIC`,
-            whose control scans met the false-alarm target where M's did not), M on the
-            model grid (measured on more data sets and networks).
-        attribution: when several names are flagged, test each against its likeness to
-            every other (:mod:`~monai_forget.memorisation.attribution`), so
-            names flagged only for looking like a leaked name are told apart (not run on
-            scans with reference models).
-        test, random_feature, seed, device, outputs: as :class:`ProbeSettings`'s (the
-            test is the uncalibrated one reported beside; the names of one kind and their
-            decoys share their random controls).
-        batch_size: images per forward pass (default 1024: several texts per batch).
-
-    Raises:
-        ValueError: an unknown test, random feature, kind of output or correction, alpha
-            outside (0, 1), or fewer than one decoy.
-    """
-
-    position: tuple[int, int] = (1, 1)
-    scale: int = 1
-    font: str | None = None
-    font_size: int | None = None
-    value: float | str = 1.0
-    decoys: int | None = None
-    decoy_seed: int | None = None
-    decoy_source: DecoySource = LEAK_SCAN_DECOY_SOURCES[0]
-    correction: Correction = "bh"
-    alpha: float = LEAK_SCAN_ALPHA
-    statistic: Statistic | None = None
-    attribution: bool = True
-    batch_size: int = 1024  # several texts per forward batch (ProbeSettings: 256 probes)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_choice("correction", self.correction, CORRECTIONS)
-        check_fraction("alpha", self.alpha)
-        check_choice("decoy_source", self.decoy_source, LEAK_SCAN_DECOY_SOURCES)
-        if self.decoys is not None and int(self.decoys) < 1:
-            raise ValueError(f"decoys must be at least 1, got {self.decoys}")
-        if self.statistic is not None:
-            check_choice("statistic", self.statistic, STATISTICS)
-        object.__setattr__(self, "position", tuple(int(p) for p in self.position))
-        if self.font is not None and self.random_feature == "text":
-            raise ValueError(
-                "random-text controls are drawn in the 5x5 typeface; with a font use the "
-                "patch or ink controls"
-            )
-        self.lettering  # noqa: B018  (an unknown font or a bad size is refused here)
-
-    @property
-    def lettering(self) -> Lettering:
-        """How texts are drawn: the 5x5 typeface at ``scale`` or the TrueType font."""
-        return as_lettering(self.scale, self.font, self.font_size)
-
-    def decoys_for(self, n_names: int) -> int:
-        """Decoys per kind of name for a roster of ``n_names``."""
-        if self.decoys is None:
-            return default_decoys(n_names, self.alpha, self.correction)
-        return int(self.decoys)
 
 
 def leak_scan(
@@ -307,7 +151,7 @@ def leak_scan(
     """
     config = LeakScanConfig() if config is None else config
     pipeline = probes if isinstance(probes, PipelineProbes) else None
-    if _truetype(config) and pipeline is None:
+    if truetype(config) and pipeline is None:
         raise ValueError(
             "TrueType text is scanned where it is burned: pass the probes at acquisition "
             "resolution with the model's preprocessing (PipelineProbes; CLI: --bundle)"
@@ -317,7 +161,7 @@ def leak_scan(
     if name_patients is None:
         name_patients = getattr(names, "patients", None) if reference_patients else None
     unseen = _unseen(names, references, reference_patients, name_patients)
-    names = check_names(names, config.position, _drawn_with(config), grid)
+    names = check_names(names, config.position, drawn_with(config), grid)
     check_reference_count(len(references))
     saved = ScanCheckpoint(checkpoint) if checkpoint is not None else None
     decoy_seed = config.decoy_seed
@@ -327,31 +171,35 @@ def leak_scan(
     if training_data is not None:
         warn_if_in_distribution(images, training_data)
     by_patient = bool(reference_patients)
+    sequential = config.sequential(len(references))
     # 1. texts: the names, and decoys of each kind of name; 2. every text on every model
-    features, decoy_texts = _texts_by_kind(names, config, decoy_seed)
-    scan = _Scan.run(
+    features, decoy_texts = texts_by_kind(names, config, decoy_seed, len(references))
+    scan = ScanModels.run(
         [model, *references], images, pipeline, names, features, decoy_texts, config,
         decoy_seed, saved, progress,
     )  # fmt: skip
     # 3. per set of references a name is judged against (one set, or none, unless the
     # references are by patient): every text's statistic and the references' mean
     judged = relative_to_each_set(scan.m(0), scan.reference_m(), scan.texts, len(names), unseen)
-    nulls = _decoy_nulls(names, unseen, judged, decoy_texts, by_patient)
+    nulls = _decoy_nulls(names, unseen, judged, scan, by_patient)
     # 4. each name ranked among its decoys, corrected over the roster
-    rows = _ranked(names, unseen, judged, nulls, scan, config, by_patient)
-    attribute = config.attribution and not references and not _truetype(config)
+    rows = _ranked(names, unseen, judged, nulls, scan, config, by_patient, sequential)
+    attribute = config.attribution and not references and not truetype(config)
     flagged = [r.name for r in rows if r.significant]
     attributions = ()
     if attribute and len(flagged) > 1:
         attributions = attribute_flags(
             flagged, scan.m_of, roster=names, alpha=config.alpha,
-            correction=config.correction, seed=decoy_seed, scale=_drawn_with(config),
+            correction=config.correction, seed=decoy_seed, scale=drawn_with(config),
         )  # fmt: skip
-    best = _warn_short_decoys(names, list(nulls.values()), config)
+    best = _warn_short_decoys(names, scan.available, config)
     # 5. what the result records
     settings, provenance = _records(
         config, scan, decoy_seed, len(names), len(references), by_patient, attribute, best
     )
+    settings["sequential_decoys"] = sequential
+    if sequential:
+        settings["exceedances"] = int(config.exceedances)
     return LeakScanResult(
         rows, config.test, config.correction, float(config.alpha), len(images),
         tuple(nulls.values()), settings, provenance, attributions,
@@ -360,7 +208,7 @@ def leak_scan(
 
 def _records(
     config: LeakScanConfig,
-    scan: _Scan,
+    scan: ScanModels,
     decoy_seed: int,
     n_names: int,
     n_references: int,
@@ -372,13 +220,15 @@ def _records(
     provenance (fingerprints, seeds, versions)."""
     settings = {
         "position": [int(p) for p in config.position],
-        "scale": None if _truetype(config) else int(config.scale),
+        "scale": None if truetype(config) else int(config.scale),
         "value": config.value,
-        **({"typeface": TYPEFACE} if not _truetype(config) else config.lettering.record()),
+        **({"typeface": TYPEFACE} if not truetype(config) else config.lettering.record()),
         "statistic": scan.statistic,
         "grid": "model input" if scan.pipeline is None else scan.pipeline.describe(),
+        "path": "model grid" if scan.pipeline is None else "pipeline",
+        "input_shape": [int(x) for x in scan.images.shape[-2:]],
         "random_feature": config.random_feature,
-        "decoys_per_kind": config.decoys_for(n_names),
+        "decoys_per_kind": config.decoys_for(n_names, n_references),
         "decoy_source": config.decoy_source,
         "decoy_seed": decoy_seed,
         "smallest_adjusted_pvalue": best,
@@ -400,121 +250,6 @@ def _records(
     return settings, provenance
 
 
-def _truetype(config: LeakScanConfig) -> bool:
-    return isinstance(config.lettering, TrueTypeLettering)
-
-
-def _drawn_with(config: LeakScanConfig) -> int | Lettering:
-    """What the passes draw texts with: the TrueType lettering, or the 5x5 scale."""
-    return config.lettering if _truetype(config) else config.scale
-
-
-def _texts_by_kind(
-    names: Sequence[str], config: LeakScanConfig, decoy_seed: int
-) -> tuple[dict[str, UniqueFeature], dict[str, list[str]]]:
-    """Per kind of name (:func:`decoy_template`): the feature whose box and ink count the
-    random controls take, and the decoys drawn for it (none a roster name)."""
-    lettering, n_decoys = config.lettering, config.decoys_for(len(names))
-    features, decoy_texts = {}, {}
-    for name in names:
-        template = decoy_template(name)
-        if template in features:
-            continue
-        features[template] = (
-            UniqueFeature(lettering.render(name) >= 0.5, config.position, config.value, name)
-            if _truetype(config)  # the controls' box and ink count (patch and ink controls)
-            else UniqueFeature.from_text(name, config.position, config.scale, config.value)
-        )
-        decoy_texts[template] = draw_decoys(
-            template, n_decoys, _rng(decoy_seed, template), exclude=names,
-            source=config.decoy_source,
-        )  # fmt: skip
-    return features, decoy_texts
-
-
-@dataclass(frozen=True)
-class _Scan:
-    """Every text (names, then each kind's decoys) on every model (the audited one, then
-    the references), on the same probes and random controls."""
-
-    models: list[torch.nn.Module]
-    images: np.ndarray
-    pipeline: PipelineProbes | None
-    texts: list[str]
-    statistic: str
-    stamp: dict[str, Any]
-    inference: dict[str, Any]
-    controls: list[tuple[np.ndarray, dict[str, np.ndarray]]]
-    passes: ScanPasses
-    fingerprints: list[str]
-    probes_fingerprint: str
-
-    @classmethod
-    def run(
-        cls,
-        models: list[torch.nn.Module],
-        images: np.ndarray,
-        pipeline: PipelineProbes | None,
-        names: Sequence[str],
-        features: dict[str, UniqueFeature],
-        decoy_texts: dict[str, list[str]],
-        config: LeakScanConfig,
-        decoy_seed: int,
-        saved: ScanCheckpoint | None,
-        progress: bool,
-    ) -> _Scan:
-        from monai_forget.fingerprint import data_fingerprint, model_fingerprint
-        from monai_forget.memorisation.passes import probe_set
-
-        texts = list(names) + [t for v in decoy_texts.values() for t in v]
-        statistic = config.statistic or (PIPELINE_STATISTIC if pipeline else STATISTICS[0])
-        stamp = dict(position=config.position, scale=_drawn_with(config), value=config.value,
-                     statistic=statistic)  # fmt: skip
-        fingerprints = [model_fingerprint(m) for m in models]
-        probes_fingerprint = (
-            data_fingerprint(probe_set(images)) if pipeline is None else pipeline.fingerprint()
-        )
-        key = scan_key(
-            {"models": fingerprints, "probes": probes_fingerprint, **stamp,
-             "outputs": config.outputs, "random_feature": config.random_feature,
-             "seed": int(config.seed)},
-            texts,
-        )  # fmt: skip
-        inference = config.inference
-        # The same texts, controls and probes on every model.
-        controls = [
-            _controls(m, images, features, config.random_feature, config.seed, inference,
-                      pipeline, statistic)
-            for m in models
-        ]  # fmt: skip
-        partial = cls(models, images, pipeline, texts, statistic, stamp, inference, controls,
-                      None, fingerprints, probes_fingerprint)  # fmt: skip
-        passes = run_passes(
-            models, texts, len(names), len(images), partial.divergences, decoy_seed, key,
-            saved, progress,
-        )  # fmt: skip
-        return replace(partial, passes=passes)
-
-    def divergences(self, index: int, chunk: Sequence[str]) -> np.ndarray:
-        """Per-probe divergences of ``chunk`` on model ``index``."""
-        clean = self.controls[index][0]
-        return _text_divergences(
-            self.models[index], self.images, clean, chunk, self.pipeline, self.stamp,
-            self.inference,
-        )  # fmt: skip
-
-    def m(self, index: int) -> np.ndarray:
-        """Eq. 1 for every text on model ``index``."""
-        return _m(self.passes.means[index], self.controls[index][1], self.texts)
-
-    def reference_m(self) -> list[np.ndarray]:
-        return [self.m(k) for k in range(1, len(self.models))]
-
-    def m_of(self, chunk: Sequence[str]) -> np.ndarray:
-        """Eq. 1 of texts not in the scan on the audited model (for attribution)."""
-        return _m(self.divergences(0, chunk).mean(axis=1), self.controls[0][1], chunk)
-
-
 Judged = dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]]
 
 
@@ -522,24 +257,21 @@ def _decoy_nulls(
     names: Sequence[str],
     unseen: Sequence[tuple[int, ...]],
     judged: Judged,
-    decoy_texts: dict[str, list[str]],
+    scan: ScanModels,
     by_patient: bool,
 ) -> dict[tuple[str, tuple[int, ...]], DecoyNull]:
-    """Per (kind of name, set of references): the decoys' statistic, read-only."""
-    slices, offset = {}, len(names)
-    for template, dt in decoy_texts.items():
-        slices[template] = slice(offset, offset + len(dt))
-        offset += len(dt)
+    """Per (kind of name, set of references): the scored decoys' statistic, in the order
+    scored, read-only."""
     null_of: dict[tuple[str, tuple[int, ...]], DecoyNull] = {}
     for name, subset in zip(names, unseen, strict=True):
         template = decoy_template(name)
         if (template, subset) not in null_of:
-            m = judged[subset][0][slices[template]].copy()
+            scored = scan.decoy_slice(template)
+            m = judged[subset][0][scored].copy()
             m.flags.writeable = False
             labelled = subset if by_patient else ()
-            null_of[template, subset] = DecoyNull(
-                template, tuple(decoy_texts[template]), m, labelled
-            )
+            texts = tuple(scan.texts[scored])
+            null_of[template, subset] = DecoyNull(template, texts, m, labelled)
     return null_of
 
 
@@ -548,25 +280,37 @@ def _ranked(
     unseen: Sequence[tuple[int, ...]],
     judged: Judged,
     null_of: dict[tuple[str, tuple[int, ...]], DecoyNull],
-    scan: _Scan,
+    scan: ScanModels,
     config: LeakScanConfig,
     by_patient: bool,
+    sequential: bool,
 ) -> tuple[NameResult, ...]:
-    """Each name's calibrated test among its decoys (and the paper's test beside),
-    corrected over the roster, ranked by p (ties: larger M first)."""
+    """Each name's calibrated test among its decoys (sequential: Besag & Clifford's p over
+    its kind's stream; and the paper's test beside), corrected over the roster, ranked by
+    p (ties: larger M first); an unflagged name is "no evidence" or "undecided"
+    (:mod:`~monai_forget.memorisation.sequential`)."""
     statistic = np.array([judged[u][0][i] for i, u in enumerate(unseen)])
     m_refs = np.array([judged[u][1][i] for i, u in enumerate(unseen)])
     per_name = []
     for i, name in enumerate(names):
         template = decoy_template(name)
         dr = scan.controls[0][1][template]
-        calibrated = decoy_test(statistic[i], null_of[template, unseen[i]].m)
+        null = null_of[template, unseen[i]].m
+        calibrated = (
+            sequential_decoy_test(statistic[i], null, config.exceedances)
+            if sequential
+            else decoy_test(statistic[i], null)
+        )
         row = scan.passes.name_rows[i]
         per_name.append((calibrated, one_tailed_test(row, dr, config.test), dr.mean()))
     pvalues = np.array([c.pvalue for c, _, _ in per_name])
     correct = {"bh": benjamini_hochberg, "bonferroni": bonferroni}.get(config.correction, np.copy)
     adjusted = correct(pvalues)
     m_all = np.array([c.statistic for c, _, _ in per_name])
+    level = settling_level(
+        config.correction, config.alpha, len(names), int(np.sum(adjusted < config.alpha))
+    )
+    available = scan.available
     mean_d = scan.passes.means[0]
     order = np.lexsort((-m_all, pvalues))  # by p, then larger M first
     return tuple(
@@ -580,6 +324,9 @@ def _ranked(
             exposure=float(per_name[i][0].exposure),
             decoys_at_or_above=per_name[i][0].rank - 1,
             n_decoys=per_name[i][0].n_decoys,
+            decision=_decision(per_name[i][0], bool(adjusted[i] < config.alpha), level),
+            max_decoys=available[decoy_template(names[i])],
+            decoys_needed=_needed(per_name[i][0], bool(adjusted[i] < config.alpha), level),
             test_statistic=float(per_name[i][1].statistic),
             test_pvalue=float(per_name[i][1].pvalue),
             mean_d_unique=float(mean_d[i]),
@@ -591,20 +338,36 @@ def _ranked(
     )
 
 
+def _decision(calibrated: DecoyTest, flagged: bool, level: float) -> str:
+    """Evidence, or, unflagged, whether more decoys could flag the name: undecided while
+    the lower bound of its exceedance probability is at or below ``level``."""
+    if flagged:
+        return EVIDENCE
+    g, n = calibrated.rank - 1, calibrated.n_decoys
+    return UNDECIDED if lower_bound(g, n) <= level else NO_EVIDENCE
+
+
+def _needed(calibrated: DecoyTest, flagged: bool, level: float) -> int:
+    """For an undecided name, the decoys with which it could reach ``level``; else 0."""
+    if _decision(calibrated, flagged, level) != UNDECIDED:
+        return 0
+    return needed_decoys(calibrated.rank - 1, level)
+
+
 def _warn_short_decoys(
-    names: Sequence[str], nulls: list[DecoyNull], config: LeakScanConfig
+    names: Sequence[str], available: dict[str, int], config: LeakScanConfig
 ) -> float:
     """Warn where a kind of name has too few decoys for any name of it to reach alpha;
     return the smallest adjusted p any name could reach (that of the kind with the most
     decoys)."""
     factor = len(names) if config.correction in ("bh", "bonferroni") else 1
-    best = min(1.0, factor / (max(len(n.texts) for n in nulls) + 1))
-    short = [n for n in nulls if factor / (len(n.texts) + 1) >= config.alpha]
+    best = min(1.0, factor / (max(available.values()) + 1))
+    short = {t: n for t, n in available.items() if factor / (n + 1) >= config.alpha}
     if short:
         # name decoys run short for short names (e.g. about 500 of 3 letters): say which
-        kinds = ", ".join(f"{n.template} ({len(n.texts)} decoys)" for n in short)
-        every = len(short) == len(nulls)
-        smallest = min(1.0, factor / (min(len(n.texts) for n in short) + 1))
+        kinds = ", ".join(f"{t} ({n} decoys)" for t, n in short.items())
+        every = len(short) == len(available)
+        smallest = min(1.0, factor / (min(short.values()) + 1))
         warnings.warn(
             f"with {len(names)} names, {'no name' if every else 'no name of the kinds'} "
             f"{'' if every else kinds + ' '}can reach {config.correction}-adjusted p < "

@@ -40,13 +40,9 @@ import torch
 
 from monai_forget.canary import check_fits, paint, render_text
 from monai_forget.canary.lettering import Lettering, TrueTypeLettering
-from monai_forget.memorisation.orientation import loader_transposes
+from monai_forget.canary.orientation import loader_transposes
 
-__all__ = ["PipelineProbes", "Preprocessing", "Visibility", "canary_visibility"]
-
-#: A canary whose largest change at the model input is below this share of the input's
-#: range has not survived the preprocessing (a burned-in name the model cannot see).
-VISIBLE_SHARE = 0.1
+__all__ = ["PipelineProbes", "Preprocessing"]
 
 #: Transforms that read a file into the image: a bundle's preprocessing after the last of
 #: them works on the loaded acquisition image.
@@ -596,42 +592,3 @@ class PipelineProbes:
             digest.update(repr(x.shape).encode("ascii"))
             digest.update(np.ascontiguousarray(x).tobytes())
         return digest.hexdigest()
-
-
-@dataclass(frozen=True)
-class Visibility:
-    """How a burned-in canary reaches the model: the largest change it makes to the model
-    input, as a share of the clean input's range, and how many input pixels change by at
-    least :data:`VISIBLE_SHARE` of it."""
-
-    largest: float
-    pixels_visible: int
-    input_shape: tuple[int, ...]
-
-    @property
-    def survives(self) -> bool:
-        """Whether some pixel of the model input changes by at least the visible share."""
-        return self.largest >= VISIBLE_SHARE
-
-    def describe(self) -> str:
-        """One line for the command's output."""
-        return (
-            f"at the model input {self.input_shape}: largest change {self.largest:.3f} of its "
-            f"range, {self.pixels_visible} pixel(s) changed by >= {VISIBLE_SHARE:g}"
-        )
-
-
-def canary_visibility(
-    preprocessing: Callable[[np.ndarray], np.ndarray], before: np.ndarray, after: np.ndarray
-) -> Visibility:
-    """What the model's preprocessing leaves of a canary: ``before`` and ``after`` are the
-    loaded acquisition image without and with the burned-in text. The range is what the
-    preprocessing makes of the image's own range: its input for a constant image at the
-    image's maximum less that for one at its minimum (a whole block turned from black to
-    white changes a model pixel by 1)."""
-    clean, burned = preprocessing(np.array(before)), preprocessing(np.array(after))
-    low = preprocessing(np.full_like(before, before.min()))
-    high = preprocessing(np.full_like(before, max(before.max(), after.max())))
-    span = max(float(high.max() - low.min()), 1e-12)
-    change = np.abs(burned.astype(np.float64) - clean) / span
-    return Visibility(float(change.max()), int((change >= VISIBLE_SHARE).sum()), clean.shape)

@@ -18,6 +18,7 @@ from monai_forget.defaults import LEAK_SCAN_DECOY_SOURCES
 from monai_forget.io import check_output_files
 from monai_forget.memorisation.decoys import decoy_template
 from monai_forget.memorisation.leak_scan import LeakScanResult
+from monai_forget.memorisation.scan_result import EVIDENCE, NO_EVIDENCE, UNDECIDED
 from monai_forget.reporting import figure_png, render_html, write_html
 from monai_forget.results import to_json, write_json
 
@@ -27,7 +28,6 @@ __all__ = ["MEASURED_DETECTION", "MEASURED_FALSE_ALARMS", "detection_figure",
 
 JSON_NAME = "leak_scan.json"
 HTML_NAME = "leak_scan.html"
-EVIDENCE, NO_EVIDENCE = "evidence of memorisation", "no evidence"
 
 #: False alarms measured on control models (trained without any roster name), one row
 #: per scan configuration, kept in ``measured_false_alarms.json`` beside this module (the
@@ -60,10 +60,15 @@ def _same_scan(
     decoy_source: str,
     by_patient: bool,
     statistic: str = "m",
+    path: str = "model grid",
+    input_shape: tuple[int, int] | None = (28, 28),
 ) -> bool:
     """Whether a measured row is of a scan like this one: correction, alpha, decoy
-    source, reference models (none, without the roster, or by patient) and the statistic
-    the names were ranked by (rows without one were measured with M)."""
+    source, reference models (none, without the roster, or by patient), the statistic
+    the names were ranked by (rows without one were measured with M), and the path the
+    texts took to the model (stamped on its grid, or through its preprocessing) at this
+    model input size. A row of another path or size is never quoted."""
+    size = row["input_size"]
     return (
         row.get("statistic", "m") == statistic
         and row["correction"] == correction
@@ -71,6 +76,9 @@ def _same_scan(
         and row["decoy_source"] == decoy_source
         and bool(row.get("references", 0)) == bool(references)
         and bool(row.get("references_by_patient", False)) == bool(by_patient)
+        and row["path"] == path
+        and input_shape is not None
+        and tuple(input_shape) == (size, size)
     )
 
 
@@ -82,12 +90,16 @@ def _measured(
     decoy_source: str = LEAK_SCAN_DECOY_SOURCES[0],
     by_patient: bool = False,
     statistic: str = "m",
+    path: str = "model grid",
+    input_shape: tuple[int, int] | None = (28, 28),
+    images: int | None = None,
 ) -> list[dict[str, Any]]:
-    """The rows of ``table`` measured on scans with this correction, alpha and decoy
-    source, with reference models or without (``references``: how many the scan had;
-    ``by_patient``: trained on halves of the patients), ranked by ``statistic``."""
-    like = (correction, alpha, references, decoy_source, by_patient, statistic)
-    return [r for r in table if _same_scan(r, *like)]
+    """The rows of ``table`` measured on scans like this one (:func:`_same_scan`); with
+    ``images`` (a planted series of that many files), detection rows of that length only."""
+    like = (correction, alpha, references, decoy_source, by_patient, statistic, path,
+            input_shape)  # fmt: skip
+    rows = [r for r in table if _same_scan(r, *like)]
+    return [r for r in rows if images is None or r.get("images", images) == images]
 
 
 def measured_false_alarms(correction: str, alpha: float, **kind: Any) -> list[dict[str, Any]]:
@@ -151,10 +163,12 @@ def detection_figure(rows: list[dict[str, Any]]) -> Figure:
 
 
 def scan_figure(result: LeakScanResult, top: int = 50) -> Figure:
-    """The decoys' M (the null, top panel, one histogram per kind of name) beside the
-    roster's M in rank order (dots); behind each name its kind's middle 90 % of decoys
-    and a tick at the largest decoy, which a name must pass to reach the smallest p."""
+    """The decoys' statistic (the null, top panel, one histogram per kind of name) beside
+    the roster's in rank order (dots); behind each name its kind's middle 90 % of decoys
+    and a tick at the largest decoy, which a name must pass to reach the smallest p. The
+    statistic is named on the axis and in the title (M or the class shift)."""
     rows = result.rows[:top]
+    label = result.statistic_label
     nulls = {(n.template, n.references): n.m for n in result.nulls}
     # a Figure without pyplot: no backend is chosen for the caller (headless or not)
     fig = Figure(figsize=(6.5, 2.6 + 0.24 * len(rows)))
@@ -171,9 +185,9 @@ def scan_figure(result: LeakScanResult, top: int = 50) -> Figure:
     ax_null.set_ylabel("decoys", fontsize=8)
     kind = {"names": "real names"}.get(result.settings.get("decoy_source"), "random texts")
     ax_null.set_title(
-        f"top: M of decoys the model never saw ({kind} of each name's kind)\n"
-        f"below: each name's M (dot; * = {result.correction}-adjusted calibrated p < "
-        f"{result.alpha}),\nits decoys' middle 90 % (band) and largest M (tick)",
+        f"top: {label} of decoys the model never saw ({kind} of each name's kind)\n"
+        f"below: each name's {label} (dot; * = {result.correction}-adjusted calibrated p < "
+        f"{result.alpha}),\nits decoys' middle 90 % (band) and largest {label} (tick)",
         fontsize=8,
     )
     y = np.arange(len(rows))
@@ -188,21 +202,37 @@ def scan_figure(result: LeakScanResult, top: int = 50) -> Figure:
         m, y, s=22, zorder=3, color=["#b54708" if r.significant else "#1f3b57" for r in rows]
     )
     ax.set_yticks(y, [r.name + (" *" if r.significant else "") for r in rows], fontsize=8)
+    ax.set_ylabel("roster names, by rank", fontsize=8)
     ax.invert_yaxis()
     ax.axvline(0.0, color="black", linewidth=0.8)
-    ax.set_xlabel("M = mean d_u - mean d_r (nats)")
+    ax.set_xlabel(result.statistic_axis)
     fig.tight_layout()
     return fig
 
 
-def render_scan_report(result: LeakScanResult, title: str = "Leak scan") -> str:
-    """The report as an HTML string."""
-    sig, explained = result.significant_names(), result.explained_names()
-    verdict = (
-        f"{EVIDENCE} for {len(sig)} of {len(result.rows)} names: " + ", ".join(sig)
-        if sig
-        else f"{NO_EVIDENCE} of memorisation for any of the {len(result.rows)} names"
+def path_text(result: LeakScanResult, planted: int | None = None) -> str:
+    """The scan's path in words: how texts reached the model, its input size, the
+    statistic, and the planted series' length when known (what a measurement must match)."""
+    settings = result.settings
+    how = (
+        "burned on the acquisition grid and passed through the model's preprocessing"
+        if settings.get("path") == "pipeline"
+        else "stamped on the model's input grid"
     )
+    shape = settings.get("input_shape")
+    size = f"{shape[0]}x{shape[1]}" if shape else "unknown"
+    series = f", a series of {planted} file(s)" if planted else ""
+    return f"texts {how}, a {size} model input, ranked by the {result.statistic_label}{series}"
+
+
+def render_scan_report(
+    result: LeakScanResult, title: str = "Leak scan", canary: dict[str, Any] | None = None
+) -> str:
+    """The report as an HTML string; ``canary``: the placement a ``--canary-manifest``
+    recorded (:func:`~monai_forget.dicom.manifest.manifest_placement`: its ``files`` pick
+    the detection cell of that series length, its ``legible`` is quoted)."""
+    explained = result.explained_names()
+    verdict = result.verdict()
     if explained:
         verdict += (
             f"; of these, {', '.join(explained)} "
@@ -210,7 +240,8 @@ def render_scan_report(result: LeakScanResult, title: str = "Leak scan") -> str:
             + " no evidence beyond its likeness to "
             + "; ".join(f"{' or '.join(by)} ({name})" for name, by in explained.items())
         )
-    like = _scan_kind(result)
+    planted = (canary or {}).get("files")
+    like = _scan_kind(result, planted)
     detection = measured_detection(**like)
     return render_html(
         "leak_scan.html",
@@ -219,7 +250,10 @@ def render_scan_report(result: LeakScanResult, title: str = "Leak scan") -> str:
         verdict=verdict,
         evidence=EVIDENCE,
         no_evidence=NO_EVIDENCE,
-        measured=measured_false_alarms(**like),
+        undecided=UNDECIDED,
+        path=path_text(result, planted),
+        canary=canary,
+        measured=measured_false_alarms(**{**like, "images": None}),
         detection=detection,
         found=smallest_found_series(detection),
         found_share=FOUND_SHARE,
@@ -229,9 +263,10 @@ def render_scan_report(result: LeakScanResult, title: str = "Leak scan") -> str:
     )
 
 
-def _scan_kind(result: LeakScanResult) -> dict[str, Any]:
+def _scan_kind(result: LeakScanResult, planted: int | None = None) -> dict[str, Any]:
     """What the measurements of the scan's error rates are keyed by, as the keyword
-    arguments of :func:`_measured`."""
+    arguments of :func:`_measured` (``planted``: the files a manifest says carry the
+    name, when the scan was given one)."""
     settings = result.settings
     return {
         "correction": result.correction,
@@ -240,6 +275,9 @@ def _scan_kind(result: LeakScanResult) -> dict[str, Any]:
         "decoy_source": settings.get("decoy_source", "letters"),
         "by_patient": settings.get("references_by_patient", False),
         "statistic": settings.get("statistic", "m"),
+        "path": settings.get("path", "model grid"),
+        "input_shape": settings.get("input_shape"),
+        "images": planted,
     }
 
 
@@ -249,11 +287,20 @@ def write_scan_report(
     *,
     overwrite: bool = False,
     title: str = "Leak scan",
+    canary: dict[str, Any] | None = None,
 ) -> tuple[Path, Path]:
     """Write ``leak_scan.json`` and ``leak_scan.html`` into ``out_dir``, atomically.
 
     Both paths are checked before anything is written, so a refused overwrite leaves
     no partial output.
+
+    Args:
+        result: the scan.
+        out_dir: the output folder.
+        overwrite: replace existing outputs.
+        title: the page's title.
+        canary: the placement of the planted canary the scan looked for, as
+            :func:`~monai_forget.dicom.manifest.manifest_placement` reads it.
 
     Returns:
         ``(json_path, html_path)``.
@@ -264,10 +311,16 @@ def write_scan_report(
     json_path, html_path = check_output_files(
         out_dir, (JSON_NAME, HTML_NAME), overwrite, "scan outputs"
     )
-    page = render_scan_report(result, title)
+    page = render_scan_report(result, title, canary)
     record = result.to_dict()
-    record["measured_false_alarms"] = measured_false_alarms(**_scan_kind(result))
-    record["measured_detection"] = measured_detection(**_scan_kind(result))
+    like = _scan_kind(result, (canary or {}).get("files"))
+    record["path"] = path_text(result, like["images"])
+    record["measured_false_alarms"] = measured_false_alarms(**{**like, "images": None})
+    record["measured_detection"] = measured_detection(**like)
+    if canary is not None:
+        record["canary"] = {k: v for k, v in canary.items() if k != "position"} | {
+            "position": list(canary["position"])
+        }
     write_json(json_path, record, overwrite=overwrite)
     write_html(html_path, page, overwrite=overwrite)
     return json_path, html_path

@@ -50,7 +50,7 @@ class ScanPasses:
         means: ``(models, texts)`` mean divergence of each text on each model (NaN: not
             yet computed); model 0 is the audited one, then the references.
         name_rows: ``(names, probes)`` per-probe divergences of the names on model 0.
-        done: texts finished per model.
+        done: texts finished per model (with sequential decoys, fewer than the texts).
         decoy_seed: the seed the decoys were drawn with.
     """
 
@@ -141,6 +141,8 @@ def run_passes(
     key: str,
     checkpoint: ScanCheckpoint | None = None,
     progress: bool = False,
+    segments: Sequence[tuple[int, int]] | None = None,
+    settled: Callable[[ScanPasses, int, int], bool] | None = None,
 ) -> ScanPasses:
     """Every text's divergences on every model, ``CHUNK`` texts at a time.
 
@@ -154,6 +156,12 @@ def run_passes(
         key: the scan's :func:`scan_key`.
         checkpoint: where to save after each chunk and resume from (None: nothing saved).
         progress: one bar over every model's texts.
+        segments: ``(start, stop)`` runs of ``texts`` processed in order, each in chunks
+            of ``CHUNK`` from its start (default: all texts as one run); the names' run
+            first.
+        settled: ``settled(passes, segment, stop)``: after the texts of ``segment`` up to
+            ``stop`` are done on model 0, whether the rest of that segment can be left
+            out (sequential decoys; one model only). Texts left out keep NaN means.
     """
     from tqdm.auto import tqdm
 
@@ -161,19 +169,34 @@ def run_passes(
     passes = checkpoint.load(key, shape) if checkpoint is not None else None
     if passes is None:
         passes = ScanPasses.empty(*shape, decoy_seed)
+    if settled is not None and len(models) != 1:
+        raise ValueError("sequential decoys score one model; pass no reference models")
+    segments = list(segments) if segments is not None else [(0, len(texts))]
     total = len(models) * len(texts)
     with tqdm(total=total, initial=int(passes.done.sum()), desc="texts", unit="text",
               disable=not progress) as bar:  # fmt: skip
         for m in range(len(models)):
-            for start in range(int(passes.done[m]), len(texts), CHUNK):
-                chunk = texts[start : start + CHUNK]
-                d = divergences(m, chunk)
-                passes.means[m, start : start + len(chunk)] = d.mean(axis=1)
-                if m == 0 and start < n_names:
-                    rows = min(n_names - start, len(chunk))
-                    passes.name_rows[start : start + rows] = d[:rows]
-                passes.done[m] = start + len(chunk)
-                if checkpoint is not None:
-                    checkpoint.save(key, passes)
-                bar.update(len(chunk))
+            for index, (first, stop) in enumerate(segments):
+                for start in range(first, stop, CHUNK):
+                    end = min(start + CHUNK, stop)
+                    if np.isnan(passes.means[m, start:end]).any():
+                        _chunk(passes, m, texts, start, end, n_names, divergences)
+                        if checkpoint is not None:
+                            checkpoint.save(key, passes)
+                        bar.update(end - start)
+                    if settled is not None and end < stop and settled(passes, index, end):
+                        bar.total -= stop - end  # the rest of this run is not needed
+                        bar.refresh()
+                        break
     return passes
+
+
+def _chunk(passes: ScanPasses, m: int, texts, start: int, end: int, n_names: int,
+           divergences: Callable[[int, Sequence[str]], np.ndarray]) -> None:  # fmt: skip
+    """Texts ``start:end`` on model ``m``, kept in ``passes``."""
+    d = divergences(m, texts[start:end])
+    passes.means[m, start:end] = d.mean(axis=1)
+    if m == 0 and start < n_names:
+        rows = min(n_names, end) - start
+        passes.name_rows[start : start + rows] = d[:rows]
+    passes.done[m] += end - start

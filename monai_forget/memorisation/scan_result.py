@@ -13,7 +13,11 @@ from monai_forget.memorisation.attribution import Attribution, attributed_names
 from monai_forget.reporting import pvalue_text
 from monai_forget.results import Result
 
-__all__ = ["DecoyNull", "LeakScanResult", "NameResult"]
+__all__ = ["EVIDENCE", "NO_EVIDENCE", "UNDECIDED", "DecoyNull", "LeakScanResult", "NameResult"]
+
+#: A name's decision: flagged; not flagged, and more decoys would (with 95 % confidence)
+#: not flag it either; not flagged, and the decoys drawn cannot tell.
+EVIDENCE, NO_EVIDENCE, UNDECIDED = "evidence of memorisation", "no evidence", "undecided"
 
 
 @dataclass(frozen=True)
@@ -27,7 +31,13 @@ class NameResult:
     over the roster and ``significant`` whether that is below alpha; ``test_statistic``
     and ``test_pvalue`` are the uncalibrated t-test's (the paper's) on the model alone.
     ``references``: with references by patient, the indices of those the name was
-    judged against (they never saw its patient); empty otherwise.
+    judged against (they never saw its patient); empty otherwise. ``n_decoys``: the
+    decoys this name was compared with (sequential decoys: its kind's stream up to the
+    ``exceedances``-th decoy at or above it, or as far as the stream went);
+    ``max_decoys``: the most its kind could draw (the cap, or all the source holds);
+    ``decision``: :data:`EVIDENCE`, :data:`NO_EVIDENCE` or :data:`UNDECIDED`
+    (:mod:`~monai_forget.memorisation.sequential`); ``decoys_needed``: the decoys with
+    which, none more above it, the name would reach the level it needs.
     """
 
     rank: int
@@ -45,6 +55,9 @@ class NameResult:
     mean_d_random: float
     m_references: float = 0.0
     references: tuple[int, ...] = ()
+    decision: str = NO_EVIDENCE
+    max_decoys: int = 0
+    decoys_needed: int = 0
 
 
 @dataclass(frozen=True)
@@ -123,7 +136,7 @@ class LeakScanResult(Result):
         multiply that by m. A name whose bound is not below alpha cannot be flagged
         however strongly the model reacts to it.
         """
-        return min(1.0, self.n_tests / (row.n_decoys + 1))
+        return min(1.0, self.n_tests / (max(row.n_decoys, row.max_decoys) + 1))
 
     def out_of_reach(self) -> list[str]:
         """The names that could not be flagged with their decoys, in rank order."""
@@ -170,24 +183,51 @@ class LeakScanResult(Result):
 
     @property
     def statistic_label(self) -> str:
-        """What the names were ranked by: ``M`` (Eq. 1) or ``shift`` (the class shift)."""
-        return "shift" if self.settings.get("statistic") == "class-shift" else "M"
+        """What the names were ranked by, short: ``M`` (Eq. 1) or ``class shift``."""
+        return "class shift" if self.settings.get("statistic") == "class-shift" else "M"
+
+    @property
+    def statistic_axis(self) -> str:
+        """The statistic with its definition and unit, for a figure's axis."""
+        if self.settings.get("statistic") == "class-shift":
+            return "class shift = rise in log-probability of the class raised most, less control's"
+        return "M = mean d_u - mean d_r (nats, Eq. 1)"
+
+    def undecided_names(self) -> list[str]:
+        """Unflagged names the decoys drawn could not settle, in rank order."""
+        return [r.name for r in self.rows if r.decision == UNDECIDED]
+
+    def verdict(self) -> str:
+        """The scan's finding in one sentence: the flagged names, or no evidence, and the
+        names the decoys could not settle."""
+        sig, undecided = self.significant_names(), self.undecided_names()
+        n = len(self.rows)
+        of = "the name" if n == 1 else f"any of the {n} names"
+        if sig:
+            head = f"{EVIDENCE} for {len(sig)} of {n} names: {', '.join(sig)}"
+            if n == 1:
+                head = f"{EVIDENCE} for the name {sig[0]}"
+        elif undecided:
+            head = f"{NO_EVIDENCE} of memorisation for {n - len(undecided)} of {n} names"
+        else:
+            head = f"{NO_EVIDENCE} of memorisation for {of}"
+        if undecided:
+            needed = max(r.decoys_needed for r in self.rows if r.decision == UNDECIDED)
+            head += (
+                f"; {UNDECIDED} for {len(undecided)} ({', '.join(undecided[:5])}"
+                + (", ..." if len(undecided) > 5 else "")
+                + f"): the decoys drawn cannot tell; scanning with at least {needed} decoys "
+                "per kind could"
+            )
+        return head
 
     def summary(self, top: int = 10) -> str:
         """A plain-text table of the ``top`` best-ranked names."""
-        sig = self.significant_names()
         kinds = ", ".join(f"{k} {n}" for k, n in self.decoys_by_kind().items())
         head = (
-            f"leak scan of {len(self.rows)} names on {self.n_probes} probes against the "
-            f"decoys of each kind of name ({kinds}), "
-            f"{self.correction} correction, alpha {self.alpha}: "
-            + (
-                f"evidence of memorisation for {len(sig)} ({', '.join(sig[:5])}"
-                + (", ..." if len(sig) > 5 else "")
-                + ")"
-                if sig
-                else "no evidence of memorisation for any name"
-            )
+            f"leak scan of {len(self.rows)} names on {self.n_probes} probes, ranked by the "
+            f"{self.statistic_label} against the decoys of each kind of name ({kinds}), "
+            f"{self.correction} correction, alpha {self.alpha}: {self.verdict()}"
         )
         explained = self.explained_names()
         if explained:
@@ -199,17 +239,17 @@ class LeakScanResult(Result):
         lines = [
             head,
             *([f"out of reach: {reach}"] if reach else []),
-            f"{'rank':>4}  {'name':20s} {self.statistic_label:>11} {'exposure':>8} {'p':>10} "
-            f"{'p adj':>10} {self.test + ' p':>12}",
+            f"{'rank':>4}  {'name':20s} {self.statistic_label:>11} {'decoys':>11} "
+            f"{'exposure':>8} {'p':>10} {'p adj':>10} {self.test + ' p':>12}  decision",
         ]
         for r in self.rows[:top]:
-            mark = " *" if r.significant else ""
-            mark += " (explained)" if r.name in explained else ""
+            mark = " (explained)" if r.name in explained else ""
             mark += " (out of reach)" if self.reachable_pvalue(r) >= self.alpha else ""
             p, p_adj = (pvalue_text(v, self.alpha) for v in (r.pvalue, r.pvalue_adjusted))
+            used = f"{r.decoys_at_or_above}/{r.n_decoys}"
             lines.append(
-                f"{r.rank:4d}  {r.name:20s} {r.m:11.4g} {r.exposure:8.2f} {p:>10} "
-                f"{p_adj:>10} {r.test_pvalue:12.3g}{mark}"
+                f"{r.rank:4d}  {r.name:20s} {r.m:11.4g} {used:>11} {r.exposure:8.2f} {p:>10} "
+                f"{p_adj:>10} {r.test_pvalue:12.3g}  {r.decision}{mark}"
             )
         return "\n".join(lines)
 

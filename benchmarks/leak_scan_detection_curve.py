@@ -1,0 +1,337 @@
+"""The leak scan's detection curve through a hospital's pipeline, by model input size.
+
+Issue 65, item 2. ACDC slices written as 12-bit DICOM on their acquisition grids; the
+project's CXR bundle, unchanged but for its ``image_size`` parameter (28, 64, 128, 224:
+the model input), reads them (display values, scale to 0..1, area resize). A 4-letter
+roster name is burned by ``canary inject`` (its library call, with the ``--bundle``
+legibility check) at (8, 8), at the smallest 5x5 scale legible at that input (or the
+largest that fits, planted with ``allow_illegible`` and marked so), into K training
+slices of the commonest grid: 1 (one slice), 10 (one patient's series), 100 (slices of
+one pathology group). The network (MLP-1, or a small CNN: CNN-1 with 16/32 padded
+channels pooled after each convolution) learns the pathology group (5 classes) through
+the bundle's preprocessing, 30 epochs. The scan, through the same bundle: the
+product's default (class shift, name decoys, BH at 0.05 over the 50-name roster,
+sequential decoys up to 1,998 per kind) and, on the same model with the same decoy
+seed, the previous default of a fixed 1,000 decoys per kind. Control models train on
+the same files without any name.
+
+Detected = flagged and ranked first; 95 % Wilson intervals; "flagged when first" is the
+issue's target rate (flagged among the trainings where the name ranks first). Cost: texts
+scored and seconds per scan, sequential over fixed.
+
+The leak demo's path is a second data set (``digits:SIZE:NET:COPIES``): scikit-learn's
+digits as 64x64 12-bit DICOM, its bundle with the model input at SIZE (64: no resize, the
+issue's target cell), a name at (4, 4) in COPIES images of one digit class, MLP-1 early
+stopped as the demo trains it, probes cut from pydicom's CT and MR images.
+
+``--cells [DATA:]SIZE:NET:COPIES ...`` (DATA ``acdc``, the default, or ``digits``),
+``--reps`` series models per cell, ``--controls`` control models per (data, size,
+network); ``--shard K/N`` runs every N-th job (N processes at once),
+``--cached-only`` renders from the records under ``--work``.
+
+Usage::
+
+    python benchmarks/leak_scan_detection_curve.py --cells 64:mlp-1:10 --reps 30 \\
+        --controls 30 --work /tmp/curve --out benchmarks/results/leak_scan_detection_curve.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _acdc_dicom import DigitsSetting, Setting, sized_bundle
+from _common import ROSTER, wilson
+from _markdown import finish, log, say
+
+from monai_forget.canary.legibility import smallest_legible
+from monai_forget.dicom import as_options, inject_and_publish
+from monai_forget.dicom.legible import LegibilityCheck
+from monai_forget.io import atomic_write
+from monai_forget.memorisation import LeakScanConfig, leak_scan
+from monai_forget.memorisation.pipeline import PipelineProbes
+from monai_forget.memorisation.training import EarlyStoppingTraining
+from monai_forget.unlearning.evaluation import accuracy
+
+#: ACDC: epochs without early stopping (stopped on validation loss an MLP stops after one
+#: epoch, below chance; at 30 it fits its training slices, the case a leak check is for).
+EPOCHS = 30
+NETWORKS = {
+    "mlp-1": ("mlp-1", {}),
+    "cnn": ("cnn-1", {"channels": (16, 32), "hidden": 128, "padding": 1, "pool_every": 1}),
+}
+ARMS = ("sequential", "fixed 1000")
+
+
+def recipe(setting, net: str, size: int) -> EarlyStoppingTraining:
+    """ACDC: 30 epochs, the last kept; digits: the leak demo's early stopping."""
+    name, extra = NETWORKS[net]
+    args = {"in_shape": (1, size, size), "num_classes": setting.num_classes, **extra}
+    if isinstance(setting, DigitsSetting):
+        return EarlyStoppingTraining(name, args, max_epochs=60)
+    return EarlyStoppingTraining(name, args, max_epochs=EPOCHS, patience=EPOCHS,
+                                 restore_best=False)  # fmt: skip
+
+
+def trained(setting, key: str, net: str, size: int, inputs, seed: int, device: str):
+    """The model of ``key``, trained once and cached (state dict, weights only)."""
+    path = setting.work / "models" / f"{key}.pt"
+    how = recipe(setting, net, size)
+    if path.is_file():
+        model = how.build()
+        model.load_state_dict(torch.load(path, weights_only=True))
+        return model.eval()
+    train, val = setting.split(inputs)
+    model, _ = how.train(train, val, seed=seed, device=device)
+    model = model.cpu().eval()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(path, "wb") as handle:
+        torch.save(model.state_dict(), handle)
+    return model
+
+
+def planted_scale(setting, size: int) -> int:
+    """The smallest 5x5 scale whose capitals reach the legible height at this model input
+    on the probes' grid, or the largest at which a 4-letter name fits there."""
+    rows, cols = setting.probe_shape[-1], setting.probe_shape[-2]  # the file's grid
+    hint = smallest_legible(size / max(rows, cols), (rows, cols), 4, setting.position)
+    fits = (cols - setting.position[1]) // 23
+    return int(min(hint.scale, fits))
+
+
+def burned_inputs(setting, name: str, chosen: list[int], scale: int):
+    """Model inputs with ``name`` burned by the injector into the ``chosen`` files (the
+    legibility check on, illegible canaries allowed and recorded), and their legibility."""
+    inputs = setting.inputs.copy()
+    check = LegibilityCheck(setting.pre, allow_illegible=True)
+    with tempfile.TemporaryDirectory(dir=setting.work) as tmp:
+        source, burned = Path(tmp) / "series", Path(tmp) / "burned"
+        source.mkdir()
+        for i in chosen:
+            shutil.copy2(setting.files[i], source / setting.files[i].name)
+        options = as_options(text=name, position=setting.position, scale=scale)
+        published = inject_and_publish(source, burned, options, manifest=Path(tmp) / "canary",
+                                       all_files=True, workers=1, legibility=check)  # fmt: skip
+        legible = [r.legibility for r in published.records if r.action == "injected"]
+        for i in chosen:
+            inputs[i] = setting.pre(setting.pre.load([burned / setting.files[i].name])[0])
+    return inputs, legible
+
+
+def scanned(model, probes, config: LeakScanConfig, name: str | None) -> dict:
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = leak_scan(model, probes, ROSTER, config)
+    row = {r.name: r for r in res.rows}
+    return {
+        "rank": res.rank_of(name) if name else None,
+        "decision": row[name].decision if name else None,
+        "flagged": res.significant_names(),
+        "undecided": [r.name for r in res.rows if r.decision == "undecided"],
+        "top": res.top.name,
+        "texts": len(ROSTER) + sum(res.decoys_by_kind().values()),
+        "seconds": time.perf_counter() - start,
+    }
+
+
+def job(setting, probes, args, cell: tuple, rep: int) -> dict | None:
+    """One model and its two scans (cached as JSON under ``work/records``)."""
+    data, size, net, copies = cell
+    tag = "" if data == "acdc" else f"{data}_"
+    kind = f"{tag}{size}_{net}_{copies}" if copies else f"{tag}{size}_{net}_control"
+    path = setting.work / "records" / f"{kind}_{rep}.json"
+    if path.is_file() or args.cached_only:
+        return json.loads(path.read_text()) if path.is_file() else None
+    stream = [args.seed, 65, size, copies, rep] + ([7] if tag else [])
+    rng = np.random.default_rng(stream)
+    seed = args.seed + 1000 * copies + rep
+    decoy_seed = int(np.random.SeedSequence(stream).generate_state(1)[0])
+    scale = planted_scale(setting, size)
+    record: dict = {"data": data, "size": size, "network": net, "copies": copies, "scale": scale}
+    name, inputs = None, setting.inputs
+    if copies:
+        name = str(rng.choice([n for n in ROSTER if len(n) == 4]))
+        inputs, legible = burned_inputs(setting, name, setting.carriers(copies, rng, scale), scale)
+        record.update(
+            name=name,
+            legible=all(x["legible"] for x in legible),
+            cap_height=float(np.median([x["legibility_cap_height"] for x in legible])),
+            contrast=float(np.median([x["legibility_contrast"] for x in legible])),
+        )
+    model = trained(setting, kind + f"_{rep}", net, size, inputs, seed, args.device)
+    base = dict(position=setting.position, scale=scale, value="max", decoy_seed=decoy_seed,
+                seed=rep, device=args.device)  # fmt: skip
+    record["sequential"] = scanned(model, probes, LeakScanConfig(**base), name)
+    record["fixed 1000"] = scanned(model, probes, LeakScanConfig(**base, decoys=1000), name)
+    train, _ = setting.split(inputs)
+    record["train_accuracy"] = accuracy(model, train)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(path, "w") as handle:
+        json.dump(record, handle)
+    return record
+
+
+def cell_rows(arm: str, series: list[dict], controls: list[dict]) -> str:
+    first = [r for r in series if r[arm]["rank"] == 1]
+    flagged = [r for r in series if r["name"] in r[arm]["flagged"]]
+    found = [r for r in first if r["name"] in r[arm]["flagged"]]
+    undecided = sum(r["name"] in r[arm]["undecided"] for r in series)
+    alarms = sum(bool(r[arm]["flagged"]) for r in controls)
+    cells = [wilson(len(found), len(series)), wilson(len(first), len(series)),
+             wilson(len(flagged), len(series)), wilson(len(found), len(first)),
+             f"{undecided}/{len(series)}", wilson(alarms, len(controls))]  # fmt: skip
+    return " | ".join(cells)
+
+
+def _mark(ok: bool) -> str:
+    return "**met**" if ok else "**missed**"
+
+
+def target_lines(series: list[dict], controls: list[dict]) -> list[str]:
+    """The issue's targets on one cell (a 64-px model, a legible 10-image series)."""
+    arm = "sequential"
+    first = [r for r in series if r[arm]["rank"] == 1]
+    found = sum(r["name"] in r[arm]["flagged"] for r in first)
+    flagged = sum(r["name"] in r[arm]["flagged"] for r in series)
+    alarms = sum(bool(r[arm]["flagged"]) for r in controls)
+    upper = wilson_upper(alarms, len(controls))
+    return [
+        f"flagged when ranked first >= 80 %: {found}/{len(first)} "
+        + _mark(bool(first) and found >= 0.8 * len(first)),
+        f"flagged overall >= 60 %: {flagged}/{len(series)} " + _mark(flagged >= 0.6 * len(series)),
+        f"controls <= 5 %, Wilson upper <= 0.1, >= 30 trainings: {alarms}/{len(controls)} "
+        f"(upper {upper:.3f}) "
+        + _mark(len(controls) >= 30 and alarms <= 0.05 * len(controls) and upper <= 0.1),
+    ]
+
+
+def wilson_upper(k: int, n: int) -> float:
+    import scipy.stats
+
+    return scipy.stats.binomtest(k, n).proportion_ci(0.95, method="wilson").high if n else 1.0
+
+
+HEADER = (
+    "| data | input px | network | copies | scale (median capital px at input; legible) "
+    "| scan | detected | ranked first | flagged | flagged when first | name undecided "
+    "| control scans flagging any name |"
+)
+
+
+def report(args, records: dict) -> list[str]:
+    say("### The leak scan's detection curve by model input size and copies (issue 65)\n")
+    intro = __doc__.split("\n\n")[1:3]
+    say(f"`python benchmarks/leak_scan_detection_curve.py {' '.join(sys.argv[1:])}`. "
+        + " ".join(x.replace("\n", " ") for x in intro) + "\n")  # fmt: skip
+    say(HEADER)
+    say("|---" * 12 + "|")
+    targets = []
+    for cell, series in sorted(records["series"].items()):
+        series = [r for r in series if r]
+        controls = [r for r in records["controls"].get(cell[:3], []) if r]
+        if not series:
+            continue
+        legible = sum(r["legible"] for r in series)
+        height = np.median([r["cap_height"] for r in series])
+        place = f"{series[0]['scale']} ({height:.1f}; {legible}/{len(series)})"
+        for arm in ARMS:
+            say(f"| {' | '.join(map(str, cell))} | {place} | {arm} | "
+                f"{cell_rows(arm, series, controls)} |")  # fmt: skip
+        if cell[1:] == (64, "mlp-1", 10) and legible == len(series):
+            targets += [f"- {cell[0]}, 64 px, MLP-1, a legible 10-image series, {line}"
+                        for line in target_lines(series, controls)]  # fmt: skip
+    say("\nCost of a scan, sequential decoys over the fixed 1,000 (the same models, rosters "
+        "and decoy seeds):\n")  # fmt: skip
+    say("| data | input px | network | models | texts scored: sequential / fixed (median) "
+        "| ratio (median, max) | seconds: ratio (median) |")  # fmt: skip
+    say("|---" * 7 + "|")
+    ratios = []
+    groups = [(k, v) for k, v in records["series"].items()]
+    groups += [((*k, 0), v) for k, v in records["controls"].items()]
+    for key, group in sorted(groups):
+        group = [r for r in group if r]
+        if not group:
+            continue
+        texts = np.array([r["sequential"]["texts"] / r["fixed 1000"]["texts"] for r in group])
+        secs = np.array([r["sequential"]["seconds"] / r["fixed 1000"]["seconds"] for r in group])
+        ratios.extend(texts)
+        label = f"{key[3]} copies" if key[3] else "controls"
+        seq = np.median([r["sequential"]["texts"] for r in group])
+        fixed = np.median([r["fixed 1000"]["texts"] for r in group])
+        say(f"| {key[0]} | {key[1]} | {key[2]} | {len(group)} ({label}) | {seq:.0f} / "
+            f"{fixed:.0f} | {np.median(texts):.2f}, {texts.max():.2f} | "
+            f"{np.median(secs):.2f} |")  # fmt: skip
+    if ratios:
+        targets.append(f"- sequential decoys cost <= 2x the fixed 1,000 (texts scored, every "
+                       f"scan): max {max(ratios):.2f}x " + _mark(max(ratios) <= 2))  # fmt: skip
+    return targets
+
+
+def parse_cell(text: str) -> tuple:
+    parts = text.split(":")
+    data = parts.pop(0) if parts[0] in ("acdc", "digits") else "acdc"
+    size, net, copies = int(parts[0]), parts[1], int(parts[2])
+    return data, size, net, copies
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cells", nargs="+", default=["64:mlp-1:10"],
+                        help="[DATA:]SIZE:NET:COPIES")  # fmt: skip
+    parser.add_argument("--reps", type=int, default=4, help="series models per cell")
+    parser.add_argument("--controls", type=int, default=4, help="control models per setting")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--work", type=Path, required=True, help="cache folder (DICOMs, models)")
+    parser.add_argument("--shard", default="0/1", help="K/N: every N-th job from K, no report")
+    parser.add_argument("--cached-only", action="store_true")
+    parser.add_argument("--out", type=Path, help="also write the markdown here")
+    args = parser.parse_args()
+    shard, shards = (int(x) for x in args.shard.split("/"))
+    torch.set_num_threads(1 if args.device == "cpu" else torch.get_num_threads())
+    warnings.filterwarnings("ignore", message=".*ImageOrientationPatient.*")
+    args.work.mkdir(parents=True, exist_ok=True)
+    cells = [parse_cell(c) for c in args.cells]
+    jobs = [((*c[:3], 0), rep) for c in sorted({c[:3] for c in cells})
+            for rep in range(args.controls)]  # fmt: skip
+    jobs += [(c, rep) for c in cells for rep in range(args.reps)]
+    jobs.sort(key=lambda j: (j[1], j[0]))  # replicate-major: every cell grows together
+    records: dict = {"series": {}, "controls": {}}
+    settings: dict = {}
+    for cell, rep in jobs[shard::shards]:
+        data, size = cell[:2]
+        if (data, size) not in settings:
+            setting = (
+                DigitsSetting(args.work, args.seed, size) if data == "digits"
+                else Setting(args.work, args.seed, sized_bundle(args.work, size))
+            )  # fmt: skip
+            probes = PipelineProbes.from_bundle(setting.bundle, setting.probe_files)
+            settings[data, size] = (setting, probes)
+        record = job(*settings[data, size], args, cell, rep)
+        if cell[3]:
+            records["series"].setdefault(cell, []).append(record)
+        else:
+            records["controls"].setdefault(cell[:3], []).append(record)
+        if record:
+            seq = record["sequential"]
+            log(f"{' '.join(map(str, cell))} {rep} {record.get('name') or ''}: rank "
+                f"{seq['rank']} flagged {seq['flagged']} texts {seq['texts']}/"
+                f"{record['fixed 1000']['texts']}")  # fmt: skip
+    if shards == 1:
+        return finish(report(args, records), args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
