@@ -248,9 +248,11 @@ def report(args, records: dict) -> list[str]:
         for arm in ARMS:
             say(f"| {' | '.join(map(str, cell))} | {place} | {arm} | "
                 f"{cell_rows(arm, series, controls)} |")  # fmt: skip
-        if cell[1:] == (64, "mlp-1", 10) and legible == len(series):
-            targets += [f"- {cell[0]}, 64 px, MLP-1, a legible 10-image series, {line}"
-                        for line in target_lines(series, controls)]  # fmt: skip
+        if cell[1:] == (64, "mlp-1", 10):  # the cell: the models with a legible name
+            readable = [r for r in series if r["legible"]]
+            targets += [f"- {cell[0]}, 64 px, MLP-1, a legible 10-image series "
+                        f"({len(readable)} of {len(series)} models), {line}"
+                        for line in target_lines(readable, controls)]  # fmt: skip
     say("\nCost of a scan, sequential decoys over the fixed 1,000 (the same models, rosters "
         "and decoy seeds):\n")  # fmt: skip
     say("| data | input px | network | models | texts scored: sequential / fixed (median) "
@@ -272,10 +274,19 @@ def report(args, records: dict) -> list[str]:
         say(f"| {key[0]} | {key[1]} | {key[2]} | {len(group)} ({label}) | {seq:.0f} / "
             f"{fixed:.0f} | {np.median(texts):.2f}, {texts.max():.2f} | "
             f"{np.median(secs):.2f} |")  # fmt: skip
+    say(f"\nComputed on {args.where}; rendered on {_commit()} ({time.strftime('%Y-%m-%d')}).")
     if ratios:
         targets.append(f"- sequential decoys cost <= 2x the fixed 1,000 (texts scored, every "
                        f"scan): max {max(ratios):.2f}x " + _mark(max(ratios) <= 2))  # fmt: skip
     return targets
+
+
+def _commit() -> str:
+    import subprocess
+
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True, cwd=Path(__file__).parent)  # fmt: skip
+    return f"commit {done.stdout.strip()}" if done.returncode == 0 else "an unknown commit"
 
 
 def parse_cell(text: str) -> tuple:
@@ -297,6 +308,7 @@ def main() -> int:
     parser.add_argument("--shard", default="0/1", help="K/N: every N-th job from K, no report")
     parser.add_argument("--cached-only", action="store_true")
     parser.add_argument("--out", type=Path, help="also write the markdown here")
+    parser.add_argument("--where", default="2 shared CPU cores, two shards of one thread each")
     args = parser.parse_args()
     shard, shards = (int(x) for x in args.shard.split("/"))
     torch.set_num_threads(1 if args.device == "cpu" else torch.get_num_threads())

@@ -131,6 +131,12 @@ def _count_cell(text: str) -> tuple[int, int, tuple[int, int]]:
     return int(k), int(n), (round(float(low)), round(float(high)))
 
 
+def _curve_line(table: str, prefix: str) -> str:
+    """The sequential-decoy row of one cell of leak_scan_detection_curve.md."""
+    (line,) = [x for x in table.splitlines() if x.startswith(prefix) and " | sequential | " in x]
+    return line
+
+
 def _cell_name(row: dict) -> str:
     """The data set and network as the leak-scan tables name them: ``mnist, mlp-1``."""
     return f"{row['data'].split()[0].lower()}, {row['network'].split()[0].lower()}"
@@ -152,7 +158,10 @@ def test_the_packaged_false_alarm_rates_are_the_committed_benchmark_tables():
     ]
     for row in packaged:
         table = (REPO / row["source"].split(",")[0]).read_text(encoding="utf-8")
-        if row.get("references_by_patient"):  # leak_scan_patient_references.md
+        if "table_row" in row:  # leak_scan_detection_curve.md: a cell's sequential-decoy row
+            line = _curve_line(table, row["table_row"])
+            cell = line.split(" | ")[11].rstrip(" |")
+        elif row.get("references_by_patient"):  # leak_scan_patient_references.md
             line = next(x for x in table.splitlines() if x.startswith("| patient references |"))
             cell = line.split(" | ")[1]
         elif row["references"]:  # leak_scan_references.md: the "with references" arm
@@ -234,7 +243,14 @@ def test_the_packaged_detection_curve_is_the_committed_benchmark_table():
         assert [round(100 * x) for x in row["interval"]] == [low, high], cell
     # Rows of one arm of a pipeline benchmark (keyed by their statistic): that arm's
     # "detected" column.
-    for row in (r for r in packaged if "statistic" in r):
+    for row in (r for r in packaged if "table_row" in r):  # leak_scan_detection_curve.md
+        table = (REPO / row["source"].split(",")[0]).read_text(encoding="utf-8")
+        k, n, (low, high) = _count_cell(_curve_line(table, row["table_row"]).split(" | ")[6])
+        assert (row["detected"], row["runs"]) == (k, n), row["table_row"]
+        assert [round(100 * x) for x in row["interval"]] == [low, high], row["table_row"]
+        assert f"| {row['input_size']} |" in row["table_row"]
+        assert row["table_row"].split(" | ")[3].rstrip(" |") == str(row["images"])
+    for row in (r for r in packaged if "statistic" in r and "table_row" not in r):
         table = (REPO / row["source"].split(",")[0]).read_text(encoding="utf-8").splitlines()
         arm = (
             "| pipeline, class shift |" if row["statistic"] == "class-shift" else "| pipeline, M |"

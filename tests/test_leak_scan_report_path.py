@@ -109,13 +109,13 @@ def test_a_report_quotes_only_the_cells_of_its_own_path(path, size, statistic, t
 
     def alarm_line(r) -> str:
         note = escape(r.get("note", ""))
-        return (f"{r['network']} on {r['data']}, {r['names']} names, {r['decoys']} decoys: "
+        return (f"{r['network']} on {escape(r['data'])}, {r['names']} names, {r['decoys']} decoys: "
                 f"{r['flagged']} of {r['scans']} control scans (95 % interval "
                 f"{r['interval'][0]:.2f}&ndash;{r['interval'][1]:.2f}); {note} "
                 f"({r['source']})")  # fmt: skip
 
     def detection_line(r) -> str:
-        return (f"<tr><td>{r['data']}</td><td>{r['network']}</td><td>{r['images']}</td>"
+        return (f"<tr><td>{escape(r['data'])}</td><td>{r['network']}</td><td>{r['images']}</td>"
                 f"<td>{r['detected']} of {r['runs']}</td>")  # fmt: skip
 
     # every row of this path on the page; no other row (unless it reads the same)
@@ -134,9 +134,14 @@ def test_a_planted_series_picks_the_cell_of_its_length():
     the 10-image cells only; a series of 3 has no measured cell on that path."""
     result = _result("pipeline", 28, "class-shift")
     ten = render_scan_report(result, canary={"files": 10, "legible": True})
-    cells = [r for r in MEASURED_DETECTION if r["path"] == "pipeline"
+    cells = [r for r in MEASURED_DETECTION if r["path"] == "pipeline" and r["input_size"] == 28
              and r.get("statistic") == "class-shift"]  # fmt: skip
-    assert cells and all(f"<td>{r['detected']} of {r['runs']}</td>" in ten for r in cells)
+    assert {r["images"] for r in cells} == {1, 10, 100}
+
+    def quoted(r) -> bool:
+        return f"<td>{r['images']}</td><td>{r['detected']} of {r['runs']}</td>" in ten
+
+    assert all(quoted(r) == (r["images"] == 10) for r in cells)
     assert "a series of 10 file(s)" in ten
     three = render_scan_report(result, canary={"files": 3, "legible": True})
     assert "No detection rate was measured on this path" in three

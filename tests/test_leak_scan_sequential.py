@@ -90,10 +90,11 @@ def probes() -> np.ndarray:
     return np.random.default_rng(0).random((80, 1, SIZE, SIZE)).astype(np.float32) * 0.3
 
 
-def _scan(model, probes, **config):
+def _scan(model, probes, checkpoint=None, **config):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # short 3-letter name lists
-        return leak_scan(model, probes, ROSTER, LeakScanConfig(seed=0, decoy_seed=1, **config))
+        config = LeakScanConfig(seed=0, decoy_seed=1, **config)
+        return leak_scan(model, probes, ROSTER, config, checkpoint=checkpoint)
 
 
 def test_a_name_the_cap_cannot_settle_is_undecided_and_more_decoys_flag_it(probes):
@@ -201,3 +202,32 @@ def test_one_name_alone_has_its_own_alpha(probes, tmp_path, capsys):
         assert ("no evidence of memorisation for the name" in said) is not flagged
     with pytest.raises(SystemExit):
         main([*base, "--name", "EVE", "--roster", "x.csv", "--out", str(tmp_path / "x")])
+
+
+def test_an_interrupted_sequential_scan_resumes_to_the_same_decisions(probes, tmp_path):
+    """Killed after two chunks of texts, the same scan run again with its checkpoint scores
+    only what is left and stops its streams where the uninterrupted scan did."""
+    import importlib
+
+    module = importlib.import_module("monai_forget.memorisation.scan_models")
+    real, runs = module._text_divergences, []
+
+    def dying(*args):
+        if len(runs) == 2:
+            raise KeyboardInterrupt
+        runs.append(len(args[3]))
+        return real(*args)
+
+    model = knows("LUCY")
+    whole = _scan(model, probes, max_decoys=700)
+    checkpoint = tmp_path / "scan.partial.npz"
+    module._text_divergences = dying
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _scan(model, probes, max_decoys=700, checkpoint=checkpoint)
+    finally:
+        module._text_divergences = real
+    resumed = leak_scan(model, probes, ROSTER, LeakScanConfig(seed=0, decoy_seed=1,
+                        max_decoys=700), checkpoint=checkpoint)  # fmt: skip
+    assert [r.__dict__ for r in resumed.rows] == [r.__dict__ for r in whole.rows]
+    assert resumed.decoys_by_kind() == whole.decoys_by_kind()

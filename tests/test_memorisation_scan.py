@@ -385,7 +385,7 @@ def _interrupted(monkeypatch, after: int) -> list[int]:
     """Make the scan's text passes die after ``after`` chunks; returns the chunk sizes run."""
     import importlib
 
-    module = importlib.import_module("monai_forget.memorisation.leak_scan")  # not the function
+    module = importlib.import_module("monai_forget.memorisation.scan_models")
     original, sizes = module.text_divergences, []
 
     def dying(model, images, clean, texts, **kwargs):
