@@ -38,10 +38,34 @@ def damaged(path: Path) -> ValueError:
     """Neither a complete PyTorch checkpoint nor a TorchScript archive (names which it was)."""
     with path.open("rb") as handle:
         head = handle.read(1 << 20)
+    data = _data_file(path, head)
+    if data:
+        return ValueError(
+            f"model file {path} is {data}, not a model; give the model's weights (a state "
+            "dict or a TorchScript archive) here and the data file where the command takes "
+            "data"
+        )
     script = b"constants.pkl" in head or b"/code/__torch__" in head
     kind = "TorchScript archive" if script else "PyTorch (zip) checkpoint"
     what = f"looks like a {kind} but is incomplete" if head[:2] == b"PK" else "is not a model"
     return ValueError(f"model file {path} {what} (truncated or damaged?); save or copy it again")
+
+
+def _data_file(path: Path, head: bytes) -> str:
+    """What a data file given as a model is ("" when it is none of them)."""
+    if head.startswith(b"\x93NUMPY"):
+        return "a NumPy .npy array file"
+    if head[:2] == b"PK":
+        try:
+            with zipfile.ZipFile(path) as archive:
+                names = archive.namelist()
+        except (zipfile.BadZipFile, OSError):
+            return ""
+        if names and all(n.endswith(".npy") for n in names):
+            return "a NumPy .npz data file (arrays: " + ", ".join(n[:-4] for n in names[:4]) + ")"
+    if head[128:132] == b"DICM":
+        return "a DICOM image"
+    return ""
 
 
 def load_state_dict(

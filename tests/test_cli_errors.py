@@ -88,6 +88,20 @@ def test_empty_truncated_and_damaged_model_files(files: Path, tmp_path: Path, ca
         load_model(tmp_path)
 
 
+def test_a_data_file_given_as_the_model_is_named_for_what_it_is(files, tmp_path, capsys):
+    """Issue 66, item 5: an .npz (a zip, like a PyTorch checkpoint) or .npy given as
+    --model is called a data file, not a truncated or damaged model."""
+    np.savez(tmp_path / "query.npz", images=np.zeros((2, 1, 8, 8)), labels=np.zeros(2))
+    np.save(tmp_path / "arrays.npy", np.zeros(3))
+    for name, what in (("query.npz", "a NumPy .npz data file (arrays: images, labels)"),
+                       ("arrays.npy", "a NumPy .npy array file")):  # fmt: skip
+        with pytest.raises(ValueError, match=re.escape(what)) as info:
+            load_model(tmp_path / name, network="mlp", network_args=NET)
+        assert "damaged" not in str(info.value) and "not a model" in str(info.value)
+        line = one_line_error(capsys, audit(files, tmp_path / "o", model=str(tmp_path / name)))
+        assert what in line
+
+
 def test_pickled_objects_are_told_apart_from_damage(tmp_path: Path) -> None:
     buffer = io.BytesIO()
     torch.save({"weights": torch.zeros(2), "args": argparse_namespace()}, buffer)
