@@ -131,6 +131,58 @@ MUTANTS = (
         "    if (font is not None and font == burned_font) or (",
         ("tests/test_leak_scan_report_path.py",),
     ),
+    # issue 65, item 5: a bundle read at the size its model was trained at
+    Mutant(
+        "bundle parameters: --bundle-set ignored",
+        "monai_forget/memorisation/preprocessing.py",
+        "            parser[key] = value\n",
+        "",
+        ("tests/test_bundle_set.py",),
+    ),
+    Mutant(
+        "bundle parameters: a scan at another model input than the canary's accepted",
+        "monai_forget/dicom/manifest.py",
+        "    if measured is None or tuple(measured[-2:]) == tuple(input_shape[-2:]):",
+        "    if measured is None or tuple(measured[-2:]) != tuple(input_shape[-2:]):",
+        ("tests/test_bundle_set.py",),
+    ),
+    # issue 66, item 2: copies in D_Q are one sample
+    Mutant(
+        "copies: a correlation equal to the threshold not a near copy",
+        "monai_forget/audit/duplicates.py",
+        "rows, cols = np.nonzero(r >= threshold)",
+        "rows, cols = np.nonzero(r > threshold)",
+        ("tests/test_audit_duplicates.py",),
+    ),
+    Mutant(
+        "copies: the shadow auditors decide on D_Q as given",
+        "monai_forget/audit/auditors.py",
+        "        query = self.query_collapsed_.distinct\n        check_disjoint(",
+        "        check_disjoint(",
+        ("tests/test_audit_duplicates.py",),
+    ),
+    Mutant(
+        "copies: the reference-model auditor decides on D_Q as given",
+        "monai_forget/audit/refmodel_auditor.py",
+        "        query = self.query_collapsed_.distinct\n",
+        "",
+        ("tests/test_audit_duplicates.py",),
+    ),
+    Mutant(
+        "copies: the handlers count the copies the audit collapsed",
+        "monai_forget/metrics/query_check.py",
+        "        keep = first & np.isin(evaluated, self.decided)",
+        "        keep = np.isin(evaluated, self.expected)",
+        ("tests/test_handlers_data_check.py",),
+    ),
+    # issue 66, item 4: a bound that reads 100 % bounds nothing
+    Mutant(
+        "reports: a bound of 100 % or more read as a bound",
+        "monai_forget/audit/result.py",
+        '    if bound in ("any share", "100%"):',
+        '    if bound == "any share":',
+        ("tests/test_remembered_share.py",),
+    ),
     # one auditor protocol: every route to a reference-model audit (issue 52)
     Mutant(
         "protocol: the target's accuracy not passed with its outputs",
@@ -156,8 +208,8 @@ MUTANTS = (
     Mutant(
         "sample check: extra samples always ignored",
         "monai_forget/metrics/base.py",
-        "on_mismatch=check.on_mismatch, on_extra=check.on_extra)",
-        'on_mismatch=check.on_mismatch, on_extra="ignore")',
+        "on_mismatch=check.on_mismatch, on_extra=check.on_extra,",
+        'on_mismatch=check.on_mismatch, on_extra="ignore",',
         ("tests/test_handlers_data_check.py",),
     ),
     Mutant(
@@ -1038,7 +1090,7 @@ MUTANTS = (
     ),
     Mutant(
         "site shift: both designs' bound the lower of the two",
-        "monai_forget/audit/refmodel_auditor.py",
+        "monai_forget/audit/refmodel_designs.py",
         "    wider = max((without, with_site),",
         "    wider = min((without, with_site),",
         ("tests/test_refmodel_online.py",),

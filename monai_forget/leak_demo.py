@@ -93,7 +93,9 @@ def acquisition_images() -> tuple[np.ndarray, np.ndarray]:
     digits = load_digits()
     grid = (ACQUISITION_GRID, ACQUISITION_GRID)
     up = torch.nn.functional.interpolate(
-        torch.from_numpy(digits.images), size=grid, mode="bilinear"
+        torch.tensor(digits.images),
+        size=grid,
+        mode="bilinear",  # a copy: the set is read-only
     )
     stored = np.rint(up.clamp(0, 1).numpy()[:, 0] * (2**BITS_STORED - 1)).astype(np.uint16)
     return stored, np.asarray(digits.labels)

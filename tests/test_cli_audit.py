@@ -206,7 +206,7 @@ def _query(files, name, images, labels=None):
 @pytest.mark.parametrize("method", ["ks", "ema", "reference"])
 @pytest.mark.parametrize(
     "kind, message",
-    [("zeros", "are constant"), ("nan", "NaN or inf"), ("repeated", "one image repeated"),
+    [("zeros", "are constant"), ("nan", "NaN or inf"), ("repeated", "but only 1 distinct"),
      ("negative", "does not look like the model's data")],
 )  # fmt: skip
 def test_a_degenerate_query_set_is_refused_not_decided(

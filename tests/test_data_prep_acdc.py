@@ -327,6 +327,26 @@ def test_grey_dicom_refuses_values_outside_the_stored_bits(tmp_path):
     assert ds.pixel_array.dtype == np.uint8 and ds.pixel_array.shape == (2, 3)
 
 
+def test_a_secondary_capture_has_the_image_plane_monais_reader_wants(tmp_path):
+    """Issue 67, item 6: MONAI's PydicomReader warns on a file without orientation and
+    position; the writer gives each a nominal plane, so reading one warns of nothing."""
+    import warnings
+
+    from monai.data import PydicomReader
+    from monai.transforms import LoadImage
+
+    from monai_forget.dicom.secondary_capture import write_grey_dicom
+
+    write_grey_dicom(tmp_path / "a.dcm", np.arange(12).reshape(3, 4), patient="P", instance=2,
+                     spacing=(0.5, 2.0))  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        image = LoadImage(reader=PydicomReader(), image_only=True)(str(tmp_path / "a.dcm"))
+    assert [str(w.message) for w in caught if "ImageOrientationPatient" in str(w.message)] == []
+    assert tuple(image.shape[:2]) == (4, 3)  # columns first, as MONAI loads
+    np.testing.assert_allclose(np.diag(image.affine)[:2], [-2.0, -0.5])  # LPS -> RAS
+
+
 def test_h5_real_slice_reaches_the_cxr_bundle_as_its_display_values(shared_data, tmp_path):
     """A real ACDC slice exported as DICOM and read by the CXR bundle's loader: the h5
     image on the DICOM grid, columns first (MONAI's PydicomReader), scaled to 0..255 by the

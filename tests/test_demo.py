@@ -21,8 +21,11 @@ def demo_out(tmp_path_factory):
     from commands import check, run_line
 
     cwd = tmp_path_factory.mktemp("demo")
-    check(run_line(DEMO_COMMAND, cwd))
-    return cwd / "monai-forget-demo"
+    out = cwd / "monai-forget-demo"
+    result = check(run_line(DEMO_COMMAND, cwd))
+    (out.parent / "stderr.txt").write_text(result.stderr)
+    (out.parent / "stdout.txt").write_text(result.stdout)
+    return out
 
 
 def _results(out):
@@ -164,3 +167,12 @@ def test_the_readme_python_examples_run_as_typed_on_the_demo_inputs(demo_out, tm
     # the gate fails the evaluation of a target trained on C, saying so
     assert lines[-1].startswith("provider 'C' must be forgotten, but the audit does not"), lines[-1]
     assert (inputs / "report.html").is_file()
+
+
+def test_the_demo_prints_no_warning(demo_out):
+    """Issue 67, item 6: a newcomer's first command prints progress, never a library's
+    warning (MONAI's optional GPU decoder notice, PyTorch's read-only array notice)."""
+    stderr = (demo_out.parent / "stderr.txt").read_text()
+    assert "Warning" not in stderr and "nvImageCodec" not in stderr, stderr[-2000:]
+    # issue 67, item 5: it says how long it took on this machine (loaded machines are slower)
+    assert re.search(r"^done in \d+ s$", (demo_out.parent / "stdout.txt").read_text(), re.M)

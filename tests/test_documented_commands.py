@@ -146,6 +146,17 @@ ACDC_DOC = (
     "--probes probes/ --canary-manifest burned/patient002/frame01.manifest.json --roster "
     "roster.csv --out scan/",
 )
+#: docs/memorisation.md: the same leak check with the bundle's model reading 128 px.
+ACDC_128_DOC = (
+    "monai-forget canary check acdc_dicom/patient002/frame01/*.dcm --text RUTH --position 8 8 "
+    "--scale 2 --bundle bundles/cxr_pneumonia_classification --bundle-set image_size=128",
+    "monai-forget canary inject acdc_dicom/patient002/frame01 burned/patient002/frame01 --all "
+    "--text RUTH --position 8 8 --scale 2 --bundle bundles/cxr_pneumonia_classification "
+    "--bundle-set image_size=128",
+    "monai-forget memorisation scan --model model128.pt --bundle "
+    "bundles/cxr_pneumonia_classification --bundle-set image_size=128 --probes probes128/ "
+    "--canary-manifest burned/patient002/frame01.manifest.json --roster roster.csv --out scan128/",
+)
 PREPARE = (
     *(
         c
@@ -178,6 +189,7 @@ CLI_COMMANDS = (
     *CANARY_DOC,
     *EXPOSURE_DOC,
     *ACDC_DOC,
+    *ACDC_128_DOC,
     *PREPARE,
     *FL,
 )
@@ -502,6 +514,40 @@ def test_the_real_grid_leak_check_as_documented(shared_data: Path, tmp_path: Pat
     assert result["canary"]["legible"] is False and result["canary"]["files"] == 10
     page = (tmp_path / "scan" / "leak_scan.html").read_text()
     assert "not legible at the model input" in page
+
+
+@pytest.mark.slow
+def test_the_128px_leak_check_as_documented(shared_data: Path, tmp_path: Path) -> None:
+    """docs/memorisation.md's clinical-size walkthrough, every step as written: the check
+    answers "legible" without writing, the injector plants without --allow-illegible and
+    records the 128-px input, the Python training step, and the scan through the bundle at
+    128 px (refused without --bundle-set), whose report quotes its own path's cells."""
+    if not (shared_data / "acdc_ssl4mis" / "data").is_dir():
+        pytest.skip(f"{shared_data / 'acdc_ssl4mis'} absent")
+    env = environment(shared_data)
+    (tmp_path / "bundles").symlink_to(REPO / "bundles")
+    check(run_line(ACDC_DOC[0], tmp_path, env=env))
+    checked = check(run_line(ACDC_128_DOC[0], tmp_path, env=env))
+    assert "10 of 10 legible" in checked.stdout and "image_size=128" in checked.stdout
+    assert not (tmp_path / "burned").exists()
+    injected = check(run_line(ACDC_128_DOC[1], tmp_path, env=env))
+    assert injected.stdout.count(": legible") == 10 and "illegible" not in injected.stderr
+    training = python_block_with('overrides={"image_size": 128}')
+    ran = subprocess.run([sys.executable, "-c", training], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=1200)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    without = ACDC_128_DOC[2].replace(" --bundle-set image_size=128", "")
+    refused = subprocess.run(["bash", "-c", without], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert refused.returncode == 2 and "delivers 28x28" in refused.stderr
+    check(run_line(ACDC_128_DOC[2], tmp_path, env=env))
+    result = json.loads((tmp_path / "scan128" / "leak_scan.json").read_text())
+    assert result["settings"]["input_shape"] == [128, 128]
+    assert result["canary"]["legible"] is True and result["canary"]["files"] == 10
+    assert "RUTH" in {row["name"] for row in result["rows"]}
+    page = (tmp_path / "scan128" / "leak_scan.html").read_text()
+    assert "a 128x128 model input" in page and "(legible at the model input" in page
+    assert "not measured on this path" not in page, "the 128-px cells are packaged"
 
 
 # --- data_prep/README.md and the Kermany example of the chest X-ray bundle -----------

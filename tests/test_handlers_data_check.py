@@ -237,5 +237,42 @@ def test_a_bound_past_one_is_logged_and_stored_as_a_share() -> None:
         details={"membership_strength_upper": 1.5034, "reason": "evidence of remembering"},
     )  # fmt: skip
     line = decision_line("audit", result)
-    assert "at most 100% of the known members'" in line and "150" not in line
+    assert "no bound (the audit cannot exclude full membership)" in line
+    assert "100%" not in line and "150" not in line
     assert line.startswith("audit: not forgotten") and line.endswith("evidence of remembering")
+
+
+def _with_copies(query):
+    """D_Q given with 20 exact copies and 10 near copies (re-windowed: r = 1, new bytes)."""
+    from monai_forget.data import LabelledImages
+
+    near = query.subset(slice(20, 30))
+    near = LabelledImages(near.images * 1.5 + 0.05, near.labels, num_classes=near.num_classes)
+    return query.concat(query.subset(slice(0, 20)), near)
+
+
+def test_handlers_leave_out_the_copies_the_audit_collapsed(setup) -> None:
+    """Issue 66, item 2: the audit decides on D_Q's 200 distinct images; the K-S and
+    reference-model handlers, evaluating the 230 given, leave the copies out as it did
+    and reproduce its statistic (with the copies counted, K-S differs)."""
+    given = _with_copies(setup["query"])
+    ks = KSAuditor(recipe=RECIPE, cache_dir=setup["cache"])
+    whole = ks.audit(setup["target"], given, setup["calibration"])
+    assert whole.sizes["query"] == 200
+    assert (whole.details["query_exact_copies"], whole.details["query_near_copies"]) == (20, 10)
+    reference = ks.fit_reference(given, setup["calibration"])
+    handler = KSCalibratedRatio(reference, from_logits=True,
+                                output_transform=batch_output(image_key="image"))  # fmt: skip
+    assert _evaluate(setup, given, handler)["stat"] == pytest.approx(whole.statistic, rel=1e-9)
+    counted = KSCalibratedRatio(reference, from_logits=True,
+                                output_transform=batch_output(image_key="image"),
+                                check=SampleCheck(given.sample_hashes, copies=()))  # fmt: skip
+    assert _evaluate(setup, given, counted)["stat"] != pytest.approx(whole.statistic, rel=1e-9)
+
+    auditor = ReferenceModelAuditor(recipe=RECIPE, cache_dir=setup["cache"], n_references=2)
+    offline = auditor.audit(setup["target"], given, (setup["other"], setup["calibration"]))
+    assert offline.sizes["query"] == 200
+    audit_set = concat(auditor.roles_["nonmembers"], given, auditor.roles_["members"])
+    handler = ReferenceModelAudit(auditor.reference_, from_logits=True)
+    stat = _evaluate(setup, audit_set, handler, {"shuffle": False})["stat"]
+    assert stat == pytest.approx(offline.statistic, rel=1e-9, abs=1e-300)

@@ -24,6 +24,7 @@ LEAK_DEMO_COMMAND = "monai-forget demo leak"
 def demo(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("leak-demo")
     result = check(run_line(LEAK_DEMO_COMMAND, cwd))
+    (cwd / "stderr.txt").write_text(result.stderr)
     return cwd, result.stdout
 
 
@@ -121,3 +122,12 @@ def test_the_papers_m_does_not_flag_the_name_on_the_demo_model(demo):
     result = leak_scan(model, probes, list(ROSTER), config)
     assert result.settings["statistic"] == "m"
     assert ROSTER[0] not in result.significant_names() and result.rank_of(ROSTER[0]) > 1
+
+
+def test_the_demo_prints_no_warning(demo):
+    """Issue 67, item 6: the leak demo's DICOMs carry an image plane (no reader warning per
+    file), and no optional-decoder or read-only-array notice reaches the newcomer."""
+    cwd, stdout = demo
+    stderr = (cwd / "stderr.txt").read_text()
+    assert "Warning" not in stderr and "nvImageCodec" not in stderr, stderr[-2000:]
+    assert re.search(r"^done in \d+ s$", stdout, re.M)

@@ -4,7 +4,12 @@ of the same modality passes, another modality is refused."""
 import numpy as np
 import pytest
 
-from monai_forget.audit.query_checks import OUTSIDE_SHARE, check_query_images, outside_share
+from monai_forget.audit.query_checks import (
+    OUTSIDE_SHARE,
+    check_query_images,
+    checked_query,
+    outside_share,
+)
 from monai_forget.data import LabelledImages, load_digits
 
 
@@ -31,10 +36,14 @@ def test_half_of_the_digits_against_the_other_half_passes():
 
 
 def test_a_few_blank_frames_are_kept_more_than_a_fifth_refused():
+    """Up to a fifth of D_Q may be blank (constant) frames; they are then copies of one."""
     digits = load_digits()
     images = np.array(digits.images[:100])
     images[:20] = 0.0
     check_query_images(_set(images), digits.subset(np.arange(100, 600)))
+    # accepted, the 20 blank frames are copies of one: the audit decides on 81 images
+    kept = checked_query(_set(images), digits.subset(np.arange(100, 600)))
+    assert (len(kept.distinct), kept.exact, kept.near) == (81, 19, 0)
     images[20] = 0.0
     with pytest.raises(ValueError, match="21 of the query set's 100 images are constant"):
         check_query_images(_set(images), digits.subset(np.arange(100, 600)))

@@ -156,7 +156,7 @@ def test_two_designs_answer_where_they_agree() -> None:
     larger of the two (each must hold), and the reason names a disagreement."""
     from monai_forget.audit import FORGOTTEN, INCONCLUSIVE, AuditResult
     from monai_forget.audit.refmodel import both_designs
-    from monai_forget.audit.refmodel_auditor import _both_designs
+    from monai_forget.audit.refmodel_designs import joint_answer as _both_designs
 
     decisions = (FORGOTTEN, NOT_FORGOTTEN, INCONCLUSIVE)
     for a in decisions:

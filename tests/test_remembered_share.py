@@ -240,6 +240,10 @@ def test_a_set_wholly_remembered_at_40_percent_strength_reads_as_strength() -> N
         "(95% upper bound)"
     )
     assert "remembered" not in text and "share" not in text
-    assert strength_text(math.inf) == (
-        "D_Q's membership strength relative to the known members: no bound"
+    no_bound = (
+        "D_Q's membership strength relative to the known members: no bound (the audit "
+        "cannot exclude full membership)"
     )
+    # issue 66: a bound that reads 100% or more bounds nothing; just below, it is a bound
+    assert strength_text(math.inf) == strength_text(1.5) == strength_text(0.995) == no_bound
+    assert strength_text(0.994, ALPHA).startswith("D_Q's membership strength at most 99%")

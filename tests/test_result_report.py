@@ -119,6 +119,13 @@ def test_report_leads_with_one_verdict_per_scenario_decided_by_reference_models(
     assert '<span class="not-forgotten">inconclusive</span>' not in html
     assert "TPR" in html and "at FPR 0.001" in html
     assert html.count("data:image/png") == 3
+    # issue 66, item 4: the terms are defined before the first verdict uses them
+    terms = lead.split("<strong>provider")[0]
+    terms_defined = ("<strong>D_Q</strong> is", "<strong>known members</strong> are",
+                     "<strong>membership strength</strong> is",
+                     "<strong>p_member</strong> is a p-value")  # fmt: skip
+    for term in terms_defined:
+        assert term in terms, term
 
 
 def test_report_shows_long_values_whole():
@@ -257,3 +264,23 @@ def test_a_measured_error_above_alpha_is_flagged(monkeypatch) -> None:
     assert "at most 0.080 [0.060, 0.100]" in flagged and "ABOVE the audit's alpha 0.05" in flagged
     monkeypatch.setattr(report, "_cells", lambda: cells("0.050 [0.030, 0.070]"))
     assert "ABOVE" not in report.matching_error_rates(remembered)["statement"]
+
+
+def test_the_summary_says_what_p_member_is_and_never_bounds_at_100_percent():
+    """Issue 66, item 4: p_member read backwards ("p_member = 0.0001 ... not forgotten"):
+    the summary says it is a p-value whose small values are evidence of remembering; a
+    statistic that needs no such words gets none; an upper bound at or past 100 % is said
+    to be no bound, never "at most 100%"."""
+    from monai_forget.audit.result import strength_text
+
+    remembered = AuditResult(
+        method="refmodel", decision="not forgotten", statistic_name="p_member",
+        statistic=0.0001, rule="p <= alpha",
+        details={"reason": f"evidence of remembering; {strength_text(1.2)}"},
+    )  # fmt: skip
+    line = remembered.summary()
+    assert "p_member = 0.0001, a p-value: small means evidence the model still remembers" in line
+    assert "no bound (the audit cannot exclude full membership)" in line and "100%" not in line
+    ks = AuditResult(method="ks", decision="forgotten", statistic_name="rho_KS",
+                     statistic=0.4, rule="rho <= 0.5", details={"reason": "below"})  # fmt: skip
+    assert "a p-value" not in ks.summary() and "rho_KS = 0.4)" in ks.summary()

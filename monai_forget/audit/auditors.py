@@ -35,10 +35,11 @@ from typing import Any, Literal, Protocol, get_args, runtime_checkable
 import torch
 from torch import nn
 
+from monai_forget.audit.duplicates import Collapsed
 from monai_forget.audit.ema import PAPER_METRICS, EMAReference, TestName
 from monai_forget.audit.ema_fit import ThresholdBy, Variant, check_metrics, check_variant
 from monai_forget.audit.ks import KSReference
-from monai_forget.audit.query_checks import check_labels_fit, check_query_images
+from monai_forget.audit.query_checks import check_labels_fit, checked_query
 from monai_forget.audit.result import AuditResult
 from monai_forget.checks import check_choice, check_fraction
 from monai_forget.data import DataOverlapError, LabelledImages, check_disjoint
@@ -128,6 +129,9 @@ class ShadowAuditor:
             convention for fitted state), for the evaluation-time metrics.
         cache_entries_: file -> SHA-256 of every cache entry (weights, predictions) the
             last fit read or wrote; the provenance records them.
+        query_collapsed_: D_Q's copies collapsed by the last fit
+            (:func:`~monai_forget.audit.query_checks.checked_query`); the audit decides on
+            the distinct images.
     """
 
     recipe: Recipe | None = None
@@ -140,6 +144,7 @@ class ShadowAuditor:
     cache_entries_: dict[str, str] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    query_collapsed_: Collapsed | None = field(default=None, init=False, repr=False, compare=False)
 
     def audit(
         self,
@@ -153,7 +158,8 @@ class ShadowAuditor:
         ``(members, non-members)`` split) must share no sample with it."""
         whole = _whole(calibration)
         check_labels_fit(target, {"query set D_Q": query, "calibration set D_C": whole})
-        return self._audit_checked(target, query, calibration, label)
+        result = self._audit_checked(target, query, calibration, label)
+        return result.adding(details=self.query_collapsed_.as_details())
 
     def _audit_checked(
         self, target: nn.Module, query: LabelledImages, calibration: Calibration, label: str
@@ -161,12 +167,16 @@ class ShadowAuditor:
         """The audit once the sets are checked (each auditor's own)."""
         raise NotImplementedError
 
-    def _start(self, query: LabelledImages, calibration: LabelledImages) -> None:
+    def _start(self, query: LabelledImages, calibration: LabelledImages) -> LabelledImages:
+        """Check the sets; D_Q's distinct images, which the audit decides on (copies of
+        one image are one sample: scored as many, they shrink the test's spread)."""
         self.cache_entries_ = {}
         check_set_size("query", query)
         check_set_size("calibration", calibration)
-        check_query_images(query, calibration)
+        self.query_collapsed_ = checked_query(query, calibration)
+        query = self.query_collapsed_.distinct
         check_disjoint(query, calibration)
+        return query
 
     def _train(self, data: LabelledImages) -> nn.Module:
         if self.recipe is None:
@@ -230,7 +240,7 @@ class KSAuditor(ShadowAuditor):
     def _fit(
         self, query: LabelledImages, calibration: LabelledImages
     ) -> tuple[KSReference, dict[str, nn.Module]]:
-        self._start(query, calibration)
+        query = self._start(query, calibration)
         shadows = {
             "query_shadow": self._train(query),
             "calibration_shadow": self._train(calibration),
@@ -245,13 +255,15 @@ class KSAuditor(ShadowAuditor):
         """The shadow models' confidences on D_Q, for evaluation-time metrics and handlers
         (with D_Q's content hashes, so they check they evaluate D_Q)."""
         reference = self._fit(query, _whole(calibration))[0]
-        return replace(reference, query_hashes=tuple(query.sample_hashes))
+        return replace(reference, query_hashes=tuple(query.sample_hashes),
+                       query_copies=self.query_collapsed_.copies)  # fmt: skip
 
     def _audit_checked(
         self, target: nn.Module, query: LabelledImages, calibration: Calibration, label: str
     ) -> AuditResult:
         whole = _whole(calibration)
         reference, shadows = self._fit(query, whole)
+        query = self.query_collapsed_.distinct
         result = reference.audit(self._predict(target, query), label=label)
         return result.adding(
             sizes={"calibration": len(whole)},
@@ -361,7 +373,8 @@ class EMAAuditor(ShadowAuditor):
             return self._fit(calibration, target)[0]
         self._start(query, _whole(calibration))
         reference = self._fit(calibration, target)[0]
-        return replace(reference, query_hashes=tuple(query.sample_hashes))
+        return replace(reference, query_hashes=tuple(query.sample_hashes),
+                       query_copies=self.query_collapsed_.copies)  # fmt: skip
 
     def reference_from_predictions(
         self, members: Predictions, nonmembers: Predictions
@@ -381,7 +394,7 @@ class EMAAuditor(ShadowAuditor):
         self, target: nn.Module, query: LabelledImages, calibration: Calibration, label: str
     ) -> AuditResult:
         whole = _whole(calibration)
-        self._start(query, whole)
+        query = self._start(query, whole)
         reference, model, _ = self._fit(calibration, target)
         return reference.audit(self._predict(target, query), label=label).adding(
             provenance=self._provenance(

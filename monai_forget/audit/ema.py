@@ -130,6 +130,8 @@ class EMAReference:
         query_hashes: content hashes of the D_Q the reference was fitted for (set by
             ``EMAAuditor.fit_reference`` when given D_Q), with which the evaluation-time
             metric checks it evaluates D_Q; not serialised.
+        query_copies: hashes of D_Q's images the audit collapsed as copies of others
+            (the metric leaves them out of the statistic); not serialised.
     """
 
     thresholds: EMAThresholds
@@ -138,6 +140,7 @@ class EMAReference:
     member_scores: Scores = field(default_factory=dict, repr=False)
     nonmember_scores: Scores = field(default_factory=dict, repr=False)
     query_hashes: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
+    query_copies: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         check_fraction("alpha", self.alpha)

@@ -80,11 +80,14 @@ class KSReference:
         query_hashes: content hashes of D_Q (set by ``KSAuditor.fit_reference``), with
             which the evaluation-time metric checks it evaluates D_Q; not serialised
             (``reference.json`` keeps them once, beside every auditor's reference).
+        query_copies: hashes of D_Q's images the audit collapsed as copies of others
+            (the metric leaves them out of the statistic); not serialised either.
     """
 
     query_confidence: np.ndarray
     calibration_confidence: np.ndarray
     query_hashes: tuple[str, ...] | None = field(default=None, compare=False, repr=False)
+    query_copies: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         q = np.array(self.query_confidence, dtype=np.float64, copy=True).ravel()

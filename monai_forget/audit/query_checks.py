@@ -17,9 +17,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from monai_forget.audit.duplicates import Collapsed, distinct_query
 from monai_forget.data import LabelledImages
 
-__all__ = ["OUTSIDE_SHARE", "check_labels_fit", "check_query_images"]
+__all__ = ["OUTSIDE_SHARE", "check_labels_fit", "check_query_images", "checked_query"]
 
 #: D_Q is refused when more than this share of it is constant images, or, of the rest, lies
 #: outside the known samples' envelope (:func:`outside_share`): another kind of image.
@@ -46,10 +47,21 @@ def outside_share(query: np.ndarray, known: np.ndarray) -> float:
     return float(out.any(axis=1).mean())
 
 
+def checked_query(query: LabelledImages, known: LabelledImages) -> Collapsed:
+    """D_Q checked (:func:`check_query_images`) and its copies collapsed
+    (:func:`~monai_forget.audit.duplicates.distinct_query`): what every auditor decides on.
+
+    Raises:
+        ValueError: naming what is wrong and what to pass instead.
+    """
+    check_query_images(query, known)
+    return distinct_query(query)
+
+
 def check_query_images(query: LabelledImages, known: LabelledImages) -> None:
     """Refuse a D_Q that holds non-finite pixels, more than :data:`OUTSIDE_SHARE` constant
-    images, one image repeated, or more than that share of images unlike the known samples
-    (another modality or scale).
+    images, or more than that share of images unlike the known samples (another modality
+    or scale). One image repeated is refused by :func:`checked_query`, with the count.
 
     Raises:
         ValueError: naming what is wrong and what to pass instead.
@@ -70,11 +82,6 @@ def check_query_images(query: LabelledImages, known: LabelledImages) -> None:
             f"{int(constant.sum())} of the query set's {n} images are constant (every pixel "
             "the same: blank or empty frames); no audit can tell whether the model remembers "
             "them. Pass the withdrawn provider's images"
-        )
-    if len(set(query.sample_hashes)) == 1:
-        raise ValueError(
-            f"the query set's {n} images are one image repeated; pass the withdrawn "
-            "provider's distinct images"
         )
     share = outside_share(images[~constant], np.asarray(known.images))
     if share > OUTSIDE_SHARE:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from monai_forget.audit.duplicates import collapse_duplicates
 from monai_forget.audit.ema import EMAReference
 from monai_forget.audit.ks import KSReference
 from monai_forget.audit.refmodel_reference import RefModelReference
@@ -47,6 +48,9 @@ class AuditReference(Result):
         audited: the statistic each auditor found when the reference was made.
         query_hashes: content hashes of D_Q, for the handlers' order-free check that the
             evaluated samples are D_Q (``None``: not recorded).
+        query_copies: the hashes of D_Q's images every auditor collapsed as copies of
+            others (:func:`~monai_forget.audit.duplicates.collapse_duplicates`), which the
+            handlers leave out of their statistics as the audit did.
     """
 
     provider: str
@@ -58,6 +62,7 @@ class AuditReference(Result):
     audited: Mapping[str, float] = field(default_factory=dict)
     refmodel: RefModelReference | None = None
     query_hashes: tuple[str, ...] | None = None
+    query_copies: tuple[str, ...] = ()
 
     @classmethod
     def from_audit(
@@ -75,7 +80,7 @@ class AuditReference(Result):
         audited = {m: r.statistic for m, r in (results or {}).items()}
         return cls(
             str(provider), len(query), data_fingerprint(query), query.num_classes, ks, ema,
-            audited, refmodel, tuple(query.sample_hashes),
+            audited, refmodel, tuple(query.sample_hashes), collapse_duplicates(query).copies,
         )  # fmt: skip
 
     def check(
@@ -105,6 +110,8 @@ class AuditReference(Result):
         }
         if self.query_hashes is not None:
             out["query_hashes"] = list(self.query_hashes)
+        if self.query_copies:
+            out["query_copies"] = list(self.query_copies)
         for method in METHODS:
             reference = getattr(self, method)
             if reference is not None:
@@ -133,6 +140,7 @@ class AuditReference(Result):
             audited=audited,
             refmodel=RefModelReference.from_dict(data["refmodel"]) if "refmodel" in data else None,
             query_hashes=tuple(data["query_hashes"]) if "query_hashes" in data else None,
+            query_copies=tuple(data.get("query_copies", ())),
         )
 
     @classmethod

@@ -39,21 +39,18 @@ from sklearn.model_selection import StratifiedGroupKFold
 from torch import nn
 
 from monai_forget.audit.auditors import ShadowAuditor, check_set_size
-from monai_forget.audit.query_checks import check_labels_fit, check_query_images
+from monai_forget.audit.duplicates import Collapsed
+from monai_forget.audit.query_checks import check_labels_fit, checked_query
 from monai_forget.audit.refmodel import (
     ROLES,
     SCORES,
-    both_designs,
     membership_signal,
     pooled_sigma,
 )
+from monai_forget.audit.refmodel_designs import joint_answer
 from monai_forget.audit.refmodel_reference import RefModelReference, check_levels
 from monai_forget.audit.result import (
-    FORGOTTEN,
-    NOT_FORGOTTEN,
     AuditResult,
-    share_text,
-    strength_text,
 )
 from monai_forget.audit.shift_check import shift_features
 from monai_forget.checks import check_choice, check_fraction
@@ -147,7 +144,6 @@ def _check_roles(
     check_set_size("query", query)
     check_set_size("known members", members)
     check_set_size("known non-members", nonmembers)
-    check_query_images(query, concat(members, nonmembers))
     sets = {
         "query set": ("D_Q", query),
         "known members": ("members", members),
@@ -207,6 +203,8 @@ class ReferenceModelAuditor(ShadowAuditor):
             audit set an evaluation-time check runs over.
         reference_models_: the reference models of the last fit (their SHA-256 are in
             each result's provenance).
+        query_collapsed_: D_Q's copies collapsed by the last fit
+            (:func:`~monai_forget.audit.duplicates.distinct_query`).
     """
 
     n_references: int = 8
@@ -219,6 +217,7 @@ class ReferenceModelAuditor(ShadowAuditor):
     group_pattern: str | None = None
     roles_: dict[str, LabelledImages] = field(default_factory=dict, init=False, repr=False)
     reference_models_: list[nn.Module] = field(default_factory=list, init=False, repr=False)
+    query_collapsed_: Collapsed | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.n_references < MIN_REFERENCES:
@@ -305,6 +304,9 @@ class ReferenceModelAuditor(ShadowAuditor):
         if site is not None:
             check_set_size("images of D_Q's site", site)
             population = concat(population, site)
+        # copies of one image are one sample: scored as many, they shrink the test's spread
+        self.query_collapsed_ = checked_query(query, concat(members, nonmembers))
+        query = self.query_collapsed_.distinct
         _check_roles(query, members, nonmembers, population)
         return {"query": query, "members": members, "nonmembers": nonmembers}, population
 
@@ -357,6 +359,7 @@ class ReferenceModelAuditor(ShadowAuditor):
             score=self.score,
             setting=self.setting,
             seed=self.seed,
+            query_copies=self.query_collapsed_.copies,
             shift_mean=(
                 by_role(shift_features(self.score, phi, np.stack(probs)))
                 if self.score == "rmia"
@@ -417,7 +420,7 @@ class ReferenceModelAuditor(ShadowAuditor):
         with_site = online._audit(target, query, calibration, population, site, label)
         self.reference_models_ = [*models, *online.reference_models_]
         self.cache_entries_ = {**self.cache_entries_, **online.cache_entries_}
-        return _both_designs(without, with_site, len(site))
+        return joint_answer(without, with_site, len(site))
 
     def _audit(
         self,
@@ -444,83 +447,9 @@ class ReferenceModelAuditor(ShadowAuditor):
             details={
                 "group_pattern": self.group_pattern,
                 "site_images": 0 if site is None else len(site),
+                **self.query_collapsed_.as_details(),
             },
             provenance=self._provenance(
                 {"target": target, **references}, {**roles, "population": population}
             ),
         )
-
-
-def _design(result: AuditResult) -> dict[str, Any]:
-    d = result.details
-    return {
-        "decision": result.decision,
-        "p_member": result.statistic,
-        "membership_strength": d.get("membership_strength"),
-        "membership_strength_upper": d.get("membership_strength_upper"),
-        "reference_setting": d.get("reference_setting"),
-        "reason": d.get("reason"),
-    }
-
-
-def _both_designs(without: AuditResult, with_site: AuditResult, n_site: int) -> AuditResult:
-    """One answer from the audits without and with D_Q's site's images: theirs where they
-    agree, else inconclusive; the p-value and the bound the larger of the two (each holds
-    for the joint answer), the estimate the one beside that bound, every model and cache
-    entry that decided in the provenance."""
-    decision = both_designs(without.decision, with_site.decision)
-    alpha, margin = without.details["alpha"], without.details["margin"]
-    wider = max((without, with_site), key=lambda r: r.details["membership_strength_upper"])
-    upper = wider.details["membership_strength_upper"]
-    p_values = (
-        f"p = {without.statistic:.2g} without D_Q's site's images, "
-        f"{with_site.statistic:.2g} with them"
-    )
-    if decision == FORGOTTEN:
-        reason = (
-            f"no evidence of remembering with or without D_Q's site's images ({p_values}); "
-            f"{strength_text(upper, alpha)} in both, below the margin {margin:g}"
-        )
-    elif decision == NOT_FORGOTTEN:
-        reason = (
-            f"evidence of remembering with and without D_Q's site's images ({p_values}, "
-            f"each <= {alpha:g}); its membership strength is an estimated "
-            f"{share_text(wider.details['membership_strength'])} of the known members' "
-            f"({1 - alpha:.0%} upper bound {share_text(upper)})"
-        )
-    elif without.decision == with_site.decision:
-        reason = (
-            f"inconclusive with and without D_Q's site's images; without them: "
-            f"{without.details['reason']}; with them: {with_site.details['reason']}"
-        )
-    else:
-        reason = (
-            f"the audits disagree: without D_Q's site's images {without.decision}, with them "
-            f"{with_site.decision}; an answer needs both (without the site's images a "
-            'partly remembered D_Q of another site is not certified "forgotten", with them a '
-            'never-seen D_Q of a site the target knows is not called "not forgotten")'
-        )
-    provenance = dict(without.provenance)
-    provenance["models"] = {
-        **without.provenance["models"],
-        **{f"with_site_{k}": v for k, v in with_site.provenance["models"].items()
-           if k != "target"},
-    }  # fmt: skip
-    provenance["data"] = {**without.provenance["data"], "site": with_site.provenance["data"]}
-    provenance["cache_entries"] = dict(sorted({
-        **without.provenance["cache_entries"], **with_site.provenance["cache_entries"]
-    }.items()))  # fmt: skip
-    return replace(
-        without,
-        decision=decision,
-        statistic=max(without.statistic, with_site.statistic),
-        details={
-            **without.details,
-            "membership_strength": wider.details["membership_strength"],
-            "membership_strength_upper": upper,
-            "reason": reason,
-            "site_images": n_site,
-            "designs": {"without_site": _design(without), "with_site": _design(with_site)},
-        },
-        provenance=provenance,
-    )

@@ -92,6 +92,9 @@ class RefModelReference:
             their mean (RMIA with ``a = 1``).
         seed: seeds the audit's cross-fitting folds and permutations (the auditor's), so
             every route to an audit of the same outputs gives the same p-value.
+        query_copies: content hashes of the given D_Q's images the audit collapsed as
+            copies of others (``hashes["query"]`` holds the distinct ones): an evaluation
+            over the given D_Q evaluates them, and the statistic leaves them out.
     """
 
     hashes: dict[str, np.ndarray]
@@ -107,6 +110,7 @@ class RefModelReference:
     shift_mean: dict[str, np.ndarray] | None = None
     setting: str = "offline"
     seed: int = 0
+    query_copies: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -184,6 +188,7 @@ class RefModelReference:
             "setting": self.setting,
             "reference_accuracy": self.reference_accuracy,
             "seed": self.seed,
+            **({"query_copies": list(self.query_copies)} if self.query_copies else {}),
             **({"groups": {r: self.groups[r].tolist() for r in ROLES}} if self.groups else {}),
             **(
                 {"shift_mean": {r: self.shift_mean[r].tolist() for r in ROLES}}
@@ -209,6 +214,7 @@ class RefModelReference:
             setting=str(data.get("setting", "offline")),
             reference_accuracy=float(data.get("reference_accuracy", "nan")),
             seed=int(data.get("seed", 0)),
+            query_copies=tuple(data.get("query_copies", ())),
             groups=(
                 {r: np.asarray(data["groups"][r], dtype=str) for r in ROLES}
                 if data.get("groups")

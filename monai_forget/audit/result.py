@@ -22,6 +22,11 @@ INCONCLUSIVE = "inconclusive"
 DECISIONS = (FORGOTTEN, NOT_FORGOTTEN, INCONCLUSIVE)
 
 
+#: Statistics a reader could take the wrong way round, in words (issue 66: "p_member =
+#: 0.0001 ... not forgotten" read as a small membership).
+STATISTIC_MEANINGS = {"p_member": "a p-value: small means evidence the model still remembers"}
+
+
 def share_text(value: float) -> str:
     """A share for a reader: a whole percentage clipped to [0 %, 100 %] (an estimate
     outside is sampling noise at the ends), or "any share" when unbounded."""
@@ -38,8 +43,11 @@ def strength_text(upper: float, alpha: float = 0.05) -> str:
     remembered as the members are or not at all; a D_Q wholly remembered at 40 % of the
     members' strength reads 40 % too (:mod:`~monai_forget.audit.remembered_share`)."""
     bound = share_text(upper)
-    if bound == "any share":
-        return "D_Q's membership strength relative to the known members: no bound"
+    if bound in ("any share", "100%"):  # "at most 100%" bounds nothing (issue 66)
+        return (
+            "D_Q's membership strength relative to the known members: no bound (the audit "
+            "cannot exclude full membership)"
+        )
     return (
         f"D_Q's membership strength at most {bound} of the known members' "
         f"({1 - alpha:.0%} upper bound)"
@@ -121,11 +129,28 @@ class AuditResult(Result):
         return cls.from_json(Path(path).read_text())
 
     def summary(self) -> str:
-        """One sentence in plain words: what the test shows, never more."""
+        """One sentence in plain words: what the test shows, never more (and a second
+        when D_Q's copies were collapsed)."""
+        return self._verdict() + self._collapsed()
+
+    def _collapsed(self) -> str:
+        exact = self.details.get("query_exact_copies", 0)
+        near = self.details.get("query_near_copies", 0)
+        if not exact + near:
+            return ""
+        return (
+            f" D_Q held {self.details['query_given']} images: {exact} exact and {near} near "
+            f"copies of others were collapsed, so it decided on {self.sizes.get('query')} "
+            "distinct images."
+        )
+
+    def _verdict(self) -> str:
         if "reason" in self.details:
+            meaning = STATISTIC_MEANINGS.get(self.statistic_name)
             return (
                 f"{self.method.upper()}: {self.decision} ({self.statistic_name} = "
-                f"{self.statistic:.4g}): {self.details['reason']}."
+                f"{self.statistic:.4g}{f', {meaning}' if meaning else ''}): "
+                f"{self.details['reason']}."
             )
         verdict = {
             FORGOTTEN: "no evidence that the model remembers the query set",

@@ -259,9 +259,10 @@ def audit_metrics(
             output_transform=batch_output(pred_key, image_key=image_key),
         )
     # Without images (image_key None) there is nothing to check the samples with.
+    check = SampleCheck(hashes, on_extra=on_extra, copies=reference.query_copies)
     checked = {
         "output_transform": transform,
-        "check": SampleCheck(hashes, on_extra=on_extra) if hashes else None,
+        "check": check if hashes else None,
         "from_logits": from_logits,
     }
     if reference.ks is not None:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from monai_forget.cli.options import positive_int
+from monai_forget.cli.options import add_bundle_set_argument, positive_int
 
 if TYPE_CHECKING:
     from monai_forget.dicom.publish import Published
@@ -127,6 +127,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "preprocessing) and refuse one that is not legible there, naming the smallest "
         "scale and position that could be",
     )
+    add_bundle_set_argument(inject)
     inject.add_argument(
         "--allow-illegible",
         action="store_true",
@@ -224,7 +225,8 @@ def _inject(args: argparse.Namespace) -> Published:
         from monai_forget.dicom.legible import LegibilityCheck
         from monai_forget.memorisation.pipeline import Preprocessing
 
-        legibility = LegibilityCheck(Preprocessing.from_bundle(args.bundle), args.allow_illegible)
+        pre = Preprocessing.from_bundle(args.bundle, overrides=dict(args.bundle_set or ()))
+        legibility = LegibilityCheck(pre, args.allow_illegible)
     hasher = TextHasher(args.salt or os.environ.get(SALT_ENV), plain_text=plain)
     run = functools.partial(
         inject_and_publish, args.input, args.output, options, hasher=hasher,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from monai_forget.cli.options import positive_int
+from monai_forget.cli.options import add_bundle_set_argument, positive_int
 
 
 def register(actions: argparse._SubParsersAction) -> None:
@@ -26,6 +26,7 @@ def register(actions: argparse._SubParsersAction) -> None:
     )
     check.add_argument("files", nargs="+", type=Path, metavar="FILE", help="image files")
     check.add_argument("--bundle", required=True, help="the model's MONAI bundle folder")
+    add_bundle_set_argument(check)
     names = check.add_mutually_exclusive_group()
     names.add_argument("--text", help="one text to check (default: each file's PatientName)")
     names.add_argument("--roster", type=Path, help="a CSV roster: check every name in it")
@@ -51,7 +52,7 @@ def run_check(args: argparse.Namespace) -> int:
     if args.roster is not None:
         texts = list(read_roster(args.roster, args.column))
     options = as_options(None, args.position, args.scale, None, None, args.font, args.font_size)
-    pre = Preprocessing.from_bundle(args.bundle)
+    pre = Preprocessing.from_bundle(args.bundle, overrides=dict(args.bundle_set or ()))
     rows = check_texts(args.files, texts, options, pre)
     print(f"legibility at the model input, through {pre.description}:")
     illegible = 0

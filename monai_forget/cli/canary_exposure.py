@@ -12,6 +12,7 @@ import argparse
 from pathlib import Path
 
 from monai_forget.cli.options import (
+    add_bundle_set_argument,
     add_model_arguments,
     add_run_arguments,
     positive_int,
@@ -104,6 +105,7 @@ def register(actions: argparse._SubParsersAction) -> None:
     )
     add_model_arguments(parser, "trained")
     parser.add_argument("--bundle", required=True, help="the model's MONAI bundle")
+    add_bundle_set_argument(parser)
     parser.add_argument(
         "--probes", required=True, help="folder of out-of-distribution images the bundle reads"
     )
@@ -180,7 +182,7 @@ def run_exposure(args: argparse.Namespace) -> int:
     if args.datalist:
         training = planted_in_training(args.canary_manifest, args.datalist, args.datalist_key)
     model = load_model_from_args(args)
-    probes = PipelineProbes.from_bundle(args.bundle, args.probes)
+    probes = PipelineProbes.from_bundle(args.bundle, args.probes, dict(args.bundle_set or ()))
     config = LeakScanConfig(
         position=placement["position"],
         scale=placement["scale"],

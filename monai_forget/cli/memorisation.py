@@ -15,7 +15,12 @@ from __future__ import annotations
 import argparse
 
 from monai_forget.cli.memorisation_run import run
-from monai_forget.cli.options import add_model_arguments, add_run_arguments, text_value
+from monai_forget.cli.options import (
+    add_bundle_set_argument,
+    add_model_arguments,
+    add_run_arguments,
+    text_value,
+)
 from monai_forget.defaults import (
     LEAK_SCAN_ALPHA,
     LEAK_SCAN_CORRECTIONS,
@@ -142,6 +147,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "pixels) and reaches the model through the bundle's preprocessing, as a burned-in "
         "name would",
     )
+    add_bundle_set_argument(scan)
     scan.add_argument(
         "--canary-manifest",
         help="the .manifest.json of canary inject: burn the texts where and at the scale it "

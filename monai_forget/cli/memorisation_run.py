@@ -20,7 +20,8 @@ def _inputs(args: argparse.Namespace):
     if getattr(args, "bundle", None):
         from monai_forget.memorisation.pipeline import PipelineProbes
 
-        probes = PipelineProbes.from_bundle(args.bundle, args.probes)
+        overrides = dict(getattr(args, "bundle_set", None) or ())
+        probes = PipelineProbes.from_bundle(args.bundle, args.probes, overrides)
     else:
         probes = load_images(args.probes, split=args.probes_split)
     training = None
@@ -158,6 +159,10 @@ def _scan(args: argparse.Namespace) -> int:
         font, font_size = placement["font"], placement["font_size"]
     value = args.value if args.value is not None else ("max" if args.bundle else 1.0)
     model, probes, training = _inputs(args)
+    if placement is not None and args.bundle:
+        from monai_forget.dicom.manifest import check_model_input
+
+        check_model_input(placement, probes.clean().shape, args.canary_manifest)
     # Saved as the scan goes: a killed scan, run again with the same command, resumes.
     partial = out_dir / PARTIAL_SCAN
     if partial.is_file():

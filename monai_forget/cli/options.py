@@ -74,6 +74,33 @@ def add_model_arguments(parser: argparse.ArgumentParser, role: str) -> None:
     )
 
 
+def bundle_parameter(text: str) -> tuple[str, object]:
+    """An ``argparse`` type: ``KEY=VALUE``, the value read as JSON where it is JSON
+    (``image_size=128`` is the number 128), else as the string."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE (e.g. image_size=128), got {text!r}")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
+def add_bundle_set_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--bundle-set KEY=VALUE`` (repeatable): a bundle parameter set as ``python -m
+    monai.bundle run --KEY VALUE`` sets it, e.g. the model input of a bundle trained at
+    another size."""
+    parser.add_argument(
+        "--bundle-set",
+        type=bundle_parameter,
+        action="append",
+        metavar="KEY=VALUE",
+        help="with --bundle: set one of its parameters as the model was trained with it, "
+        "as 'python -m monai.bundle run --KEY VALUE' does (e.g. image_size=128); repeatable "
+        "(default: the bundle's own parameters)",
+    )
+
+
 def add_recipe_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``--recipe`` and ``--trust-recipe`` (a recipe that runs code needs the latter)."""
     parser.add_argument(

@@ -11,13 +11,15 @@ Conventions shared by every loader:
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
 import math
 import os
 import threading
 import warnings
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -144,10 +146,25 @@ def _loader(kind: str) -> LoadImage:
         reader = _StoredValuesDicomReader(swap_ij=False)
     else:
         reader = NibabelReader()
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="NvImgCodecPydicomReader")
+    with optional_decoders_quiet():
         # dtype=None keeps the stored dtype, so uint8 scaling applies to every format.
         return LoadImage(reader=reader, image_only=True, dtype=None)
+
+
+@contextlib.contextmanager
+def optional_decoders_quiet() -> Iterator[None]:
+    """Build MONAI loaders without its notice that the optional GPU DICOM decoder
+    (nvImageCodec) is absent: ``LoadImage`` sets up every reader it knows, and that one
+    logs and warns each time though no reader used here decodes with it."""
+    logger = logging.getLogger("monai.data.nvimgcodec_pydicom_plugin")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="NvImgCodecPydicomReader")
+            yield
+    finally:
+        logger.setLevel(level)
 
 
 def _grey_or_rgb(img: Any) -> Any:

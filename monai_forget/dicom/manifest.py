@@ -11,7 +11,7 @@ import io
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -128,7 +128,8 @@ def manifest_placement(
     and ``font_size`` (else ``None``), the same for every injected file (what a leak scan
     of those canaries must burn on its probes); ``files``, how many files carry it; and
     ``legible``: whether every canary was measured legible at the model input (``None``
-    when the injector did not measure it: no ``--bundle``).
+    when the injector did not measure it: no ``--bundle``), and ``input_shape``: the
+    model input it was measured at (``None`` when not measured).
 
     Args:
         path: the manifest.
@@ -173,6 +174,7 @@ def manifest_placement(
             + "); drop the font options to scan in the manifest's, or drop the manifest"
         )
     measured = [r["legible"] for r in injected if "legible" in r]
+    shapes = {tuple(r["legibility_input_shape"]) for r in injected if "legibility_input_shape" in r}
     return {
         "position": (int(row), int(col)),
         "scale": int(scale),
@@ -181,7 +183,27 @@ def manifest_placement(
         "font_size": None if burned_size is None else int(burned_size),
         "files": len(injected),
         "legible": all(measured) if len(measured) == len(injected) else None,
+        "input_shape": shapes.pop() if len(shapes) == 1 else None,
     }
+
+
+def check_model_input(placement: dict, input_shape: Sequence[int], manifest: str) -> None:
+    """Refuse a scan whose model input is not the one the injector measured the canary at
+    (a bundle read without the parameters the model was trained with, e.g. its
+    ``image_size``): its legibility would be quoted for another pipeline.
+
+    Raises:
+        ValueError: both shapes named, and the fix.
+    """
+    measured = placement.get("input_shape")
+    if measured is None or tuple(measured[-2:]) == tuple(input_shape[-2:]):
+        return
+    raise ValueError(
+        f"{manifest} measured its canary at a {measured[-2]}x{measured[-1]} model input, but "
+        f"this scan's bundle delivers {input_shape[-2]}x{input_shape[-1]}; pass the bundle "
+        "parameters the model was trained with (--bundle-set, e.g. image_size=128), as "
+        "canary inject was given them"
+    )
 
 
 def manifest_canaries(path: str | os.PathLike) -> dict[str, int]:

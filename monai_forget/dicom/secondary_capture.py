@@ -21,9 +21,13 @@ def write_grey_dicom(
     modality: str = "OT",
     series_uid: str | None = None,
     window: tuple[float, float] | None = None,
+    spacing: tuple[float, float] = (1.0, 1.0),
     durable: bool = True,
 ) -> None:
-    """One monochrome (``MONOCHROME2``) single-frame image, written atomically.
+    """One monochrome (``MONOCHROME2``) single-frame image, written atomically, with a
+    nominal image plane (``PixelSpacing``, ``ImageOrientationPatient`` the identity,
+    ``ImagePositionPatient`` at the origin): readers such as MONAI's ``PydicomReader``
+    build an affine from them and warn on every file that lacks them.
 
     Args:
         path: the ``.dcm`` file to write (its folder is created).
@@ -34,6 +38,8 @@ def write_grey_dicom(
         modality: ``Modality`` of the source (``MR``, ``CT``, ``OT``, ...).
         series_uid: ``SeriesInstanceUID`` shared by a series (default: a new one).
         window: ``(WindowCenter, WindowWidth)`` a viewer displays with (default: none).
+        spacing: ``PixelSpacing`` (row, column) in mm; the sources written here carry
+            none, hence 1 mm by default.
         durable: fsync the file (see :func:`~monai_forget.io.atomic_write`); a writer that
             fills a private folder and publishes it at once passes ``False``.
 
@@ -62,6 +68,9 @@ def write_grey_dicom(
     ds.SeriesInstanceUID = series_uid or generate_uid()
     ds.PatientName = ds.PatientID = patient
     ds.Modality, ds.InstanceNumber = modality, instance
+    ds.PixelSpacing = [float(v) for v in spacing]
+    ds.ImageOrientationPatient = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0]
+    ds.ImagePositionPatient = [0.0, 0.0, 0.0]
     dtype = np.uint8 if bits_stored <= 8 else np.uint16
     ds.set_pixel_data(np.rint(pixels).astype(dtype), "MONOCHROME2", bits_stored)
     if window is not None:

@@ -21,215 +21,29 @@ Only the text's box changes, so a chain of pointwise intensity transforms follow
 resize (the usual classification pipeline: scale, clip, resize) need not run whole for
 every text: the burned box's change is passed through the pointwise part on the box alone
 and through the resize as its two separable matrices (read off the resize itself), then
-added to the clean model input (:class:`_BoxLocal`). That shortcut is checked against the
-whole chain on sample probes and texts before it is used; a chain it does not match runs
-whole for every text.
+added to the clean model input (:class:`~monai_forget.memorisation.box_local.BoxLocal`).
+That shortcut is checked against the whole chain on sample probes and texts before it is
+used; a chain it does not match runs whole for every text.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from monai_forget.canary import check_fits, paint, render_text
 from monai_forget.canary.lettering import Lettering, TrueTypeLettering
 from monai_forget.canary.orientation import loader_transposes
+from monai_forget.memorisation.box_local import BoxLocal, scatter
+from monai_forget.memorisation.preprocessing import Preprocessing, as_array
 
 __all__ = ["PipelineProbes", "Preprocessing"]
-
-#: Transforms that read a file into the image: a bundle's preprocessing after the last of
-#: them works on the loaded acquisition image.
-_LOADING = ("LoadImage", "LoadImaged", "EnsureChannelFirst", "EnsureChannelFirstd")
-
-
-def _as_array(image: Any) -> np.ndarray:
-    if isinstance(image, torch.Tensor):
-        image = image.detach().cpu().numpy()
-    return np.asarray(image, dtype=np.float32)
-
-
-@dataclass(frozen=True)
-class Preprocessing:
-    """The model's preprocessing from a loaded acquisition image to the model input.
-
-    Args:
-        transform: a callable (e.g. a MONAI ``Compose``) of a channel-first image, or,
-            with ``key``, of a dictionary holding it under ``key`` (MONAI's dictionary
-            transforms).
-        key: the image's key for dictionary transforms; ``None`` for array transforms.
-        loader: optional callable of a file path to the loaded acquisition image
-            ``(C, H, W)`` (a bundle's loading transforms), used by :meth:`load`.
-        description: what the preprocessing is, for reports.
-    """
-
-    transform: Callable[[Any], Any]
-    key: str | None = None
-    loader: Callable[[str], Any] | None = None
-    description: str = "a transform chain given in Python"
-
-    def __call__(self, image: np.ndarray) -> np.ndarray:
-        """The model input ``(C, h, w)`` float32 of one ``(C, H, W)`` acquisition image."""
-        if self.key is None:
-            return _as_array(self.transform(image))
-        return _as_array(self.transform({self.key: image})[self.key])
-
-    def load(self, paths: Sequence[str | os.PathLike]) -> list[np.ndarray]:
-        """Read acquisition images with the pipeline's own loader.
-
-        Raises:
-            ValueError: no loader (a chain given in Python), or a file it cannot read.
-        """
-        if self.loader is None:
-            raise ValueError(
-                "this preprocessing has no loader; pass loaded (C, H, W) images, or build it "
-                "with Preprocessing.from_bundle"
-            )
-        return [_as_array(self.loader(str(p))) for p in paths]
-
-    @classmethod
-    def from_bundle(
-        cls, bundle: str | os.PathLike, config: str = "configs/inference.json"
-    ) -> Preprocessing:
-        """The preprocessing of a MONAI bundle's inference config, split where the image
-        has been loaded: the transforms up to the last ``LoadImaged`` /
-        ``EnsureChannelFirstd`` read a file (:meth:`load`), the rest map the loaded image
-        to the model input. Only trusted bundles: the config runs code.
-
-        Raises:
-            FileNotFoundError: no such config in the bundle.
-            ValueError: the config has no ``preprocessing`` Compose, or no loading step.
-        """
-        from monai.bundle import ConfigParser
-        from monai.transforms import Compose
-
-        root = Path(bundle)
-        path = root / config
-        if not path.is_file():
-            raise FileNotFoundError(f"{path} does not exist; pass the bundle's folder (--bundle)")
-        parser = ConfigParser()
-        parser.read_config(str(path))
-        parser["bundle_root"] = str(root)
-        if "preprocessing" not in parser.get():
-            raise ValueError(f"{path} defines no 'preprocessing'; name a bundle inference config")
-        chain = parser.get_parsed_content("preprocessing")
-        transforms = list(getattr(chain, "transforms", ()))
-        names = [type(t).__name__ for t in transforms]
-        loading = [i for i, n in enumerate(names) if n in _LOADING]
-        if not loading:
-            raise ValueError(
-                f"{path}: its preprocessing loads no image (no LoadImaged); pass the "
-                "preprocessing in Python instead"
-            )
-        split = loading[-1] + 1
-        keys = getattr(transforms[loading[-1]], "keys", ("image",))
-        key = str(keys[0])
-        load_chain, model_chain = Compose(transforms[:split]), Compose(transforms[split:])
-
-        def loader(file: str) -> Any:
-            return load_chain({key: file})[key]
-
-        steps = ", ".join(names[split:]) or "nothing"
-        return cls(model_chain, key, loader, f"{path.name} of bundle {root.name}: {steps}")
-
-
-#: Transforms after the resize that leave values alone (type and device conversions).
-_VALUE_PRESERVING = ("EnsureType", "EnsureTyped", "CastToType", "CastToTyped", "ToTensor",
-                     "ToTensord", "ToNumpy", "ToNumpyd", "Identity", "Identityd")  # fmt: skip
-_RESIZES = ("Resize", "Resized")
-
-
-class _BoxLocal:
-    """The box-local shortcut for ``pointwise prefix -> resize -> value-preserving suffix``.
-
-    ``model input(x burned) = model input(x) + R(P(x burned) - P(x))`` where ``P`` is the
-    prefix (applied to the box alone: pointwise) and ``R`` the resize, linear and
-    separable: ``R(D) = A_r D A_c^T`` with ``A_r`` (h x H) and ``A_c`` (w x W) read off the
-    resize by passing indicator rows and columns through it. Exact for such chains; the
-    caller checks it against the whole chain before trusting it.
-    """
-
-    def __init__(self, preprocessing: Preprocessing) -> None:
-        from monai.transforms import Compose
-
-        transform = preprocessing.transform
-        chain = list(getattr(transform, "transforms", [transform]))
-        names = [type(t).__name__ for t in chain]
-        resizes = [i for i, n in enumerate(names) if n in _RESIZES]
-        if not resizes or any(n not in _VALUE_PRESERVING for n in names[resizes[-1] + 1 :]):
-            raise ValueError("not a chain that ends in a resize")
-        self.key = preprocessing.key
-        self.prefix = Compose(chain[: resizes[-1]])
-        self.resize = chain[resizes[-1]]
-        self._matrices: dict[tuple[int, int, int], dict[int, np.ndarray]] = {}
-
-    def _apply(self, transform: Callable, image: np.ndarray) -> np.ndarray:
-        if self.key is None:
-            return _as_array(transform(image))
-        return _as_array(transform({self.key: image})[self.key])
-
-    def weights(self, shape: tuple[int, int], axis: int, indices: range) -> np.ndarray:
-        """Columns ``indices`` of ``A_r`` (``axis`` 0) or ``A_c`` (1) for acquisition images
-        of ``shape``: column r of ``A_r`` is the resize of an image whose row r is 1 (the
-        resize is separable and ``A_c``'s rows sum to 1), likewise for ``A_c``; computed
-        once per index."""
-        known = self._matrices.setdefault((*shape, axis), {})
-        missing = [i for i in indices if i not in known]
-        rows, cols = shape
-        for start in range(0, len(missing), 16):
-            chunk = missing[start : start + 16]
-            basis = np.zeros((len(chunk), rows, cols), np.float32)
-            for k, index in enumerate(chunk):
-                (basis[k, index, :] if axis == 0 else basis[k, :, index])[...] = 1.0
-            out = self._apply(self.resize, basis)  # channels: a batch of indicators
-            for k, index in enumerate(chunk):
-                known[index] = (out[k, :, 0] if axis == 0 else out[k, 0, :]).astype(np.float64)
-        return np.stack([known[i] for i in indices], axis=1)
-
-    def carrying(
-        self, images: Sequence[np.ndarray], clean: np.ndarray, burned_boxes: np.ndarray,
-        clean_boxes: np.ndarray, box: tuple[int, int, int, int],
-    ) -> np.ndarray:  # fmt: skip
-        """Model inputs ``(G, N, C, h, w)`` of the probes whose ``box`` (row, col, height,
-        width) holds ``burned_boxes[g]`` ``(N, C, bh, bw)`` instead of ``clean_boxes``."""
-        row, col, height, width = box
-        groups, n = burned_boxes.shape[:2]
-        # P on every box side by side (pointwise, so one call serves every probe and text)
-        wide = np.concatenate([burned_boxes.reshape(-1, *clean_boxes.shape[1:]), clean_boxes])
-        wide = wide.transpose(1, 2, 0, 3).reshape(wide.shape[1], height, -1)
-        mapped = self._apply(self.prefix, wide).reshape(-1, height, (groups + 1) * n, width)
-        mapped = mapped.transpose(2, 0, 1, 3)  # (boxes, C, bh, bw)
-        delta = mapped[: groups * n].reshape(groups, n, *mapped.shape[1:]) - mapped[groups * n :]
-        out = np.repeat(clean[None], groups, axis=0)
-        for shape in {x.shape[-2:] for x in images}:
-            r = self.weights(shape, 0, range(row, row + height))
-            c = self.weights(shape, 1, range(col, col + width))
-            out_rows = np.flatnonzero(np.abs(r).sum(axis=1))
-            out_cols = np.flatnonzero(np.abs(c).sum(axis=1))
-            which = [i for i, x in enumerate(images) if x.shape[-2:] == shape]
-            change = np.einsum(
-                "hr,gncrw,vw->gnchv", r[out_rows], delta[:, which], c[out_cols], optimize=True
-            )
-            block = np.ix_(range(groups), which, range(out.shape[2]), out_rows, out_cols)
-            out[block] += change.astype(np.float32)
-        return out
-
-
-def _scatter(change: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """``change`` over the footprint ``rows x cols`` placed in their bounding block."""
-    if rows[-1] - rows[0] + 1 == len(rows) and cols[-1] - cols[0] + 1 == len(cols):
-        return change
-    block = np.zeros(
-        (*change.shape[:3], rows[-1] - rows[0] + 1, cols[-1] - cols[0] + 1), change.dtype
-    )
-    block[..., (rows - rows[0])[:, None], (cols - cols[0])[None, :]] = change
-    return block
 
 
 @dataclass
@@ -261,14 +75,14 @@ class PipelineProbes:
     box_local: bool = True
     transposed: bool = False
     _clean: np.ndarray | None = field(default=None, init=False, repr=False)
-    _local: _BoxLocal | None = field(default=None, init=False, repr=False)
+    _local: BoxLocal | None = field(default=None, init=False, repr=False)
     _checked: bool = field(default=False, init=False, repr=False)
     _peaks: list[float] | None = field(default=None, init=False, repr=False)
     _responses: dict = field(default_factory=dict, init=False, repr=False)
     _buffer: np.ndarray | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        images = [np.array(_as_array(x), copy=True) for x in self.images]
+        images = [np.array(as_array(x), copy=True) for x in self.images]
         if len(images) < 2:
             raise ValueError(
                 f"the scan needs at least 2 probes (got {len(images)}); pass a larger "
@@ -286,13 +100,16 @@ class PipelineProbes:
         self.images = images
         if self.box_local and isinstance(self.preprocessing, Preprocessing):
             try:
-                self._local = _BoxLocal(self.preprocessing)
+                self._local = BoxLocal(self.preprocessing)
             except ValueError:
                 self._local = None
 
     @classmethod
     def from_bundle(
-        cls, bundle: str | os.PathLike, probes: str | os.PathLike | Sequence[str | os.PathLike]
+        cls,
+        bundle: str | os.PathLike,
+        probes: str | os.PathLike | Sequence[str | os.PathLike],
+        overrides: Mapping[str, Any] | None = None,
     ) -> PipelineProbes:
         """Probes read by a bundle's own loader, with its preprocessing after loading.
 
@@ -300,12 +117,13 @@ class PipelineProbes:
             bundle: the MONAI bundle folder (its ``configs/inference.json``).
             probes: a folder of image files the bundle reads (every file in it, sorted by
                 name), or a list of files.
+            overrides: bundle parameters set before parsing (:meth:`Preprocessing.from_bundle`).
 
         Raises:
             FileNotFoundError: no such folder or file.
             ValueError: no image file, or a file the bundle's loader cannot read.
         """
-        pre = Preprocessing.from_bundle(bundle)
+        pre = Preprocessing.from_bundle(bundle, overrides=overrides)
         if isinstance(probes, (str, os.PathLike)):
             folder = Path(probes)
             if not folder.is_dir():
@@ -513,7 +331,7 @@ class PipelineProbes:
                 self._buffer = np.empty(int(np.prod(shape)), np.float32)
             out = self._buffer[: int(np.prod(shape))].reshape(shape)
         out[...] = clean[None]
-        out[:, :, :, rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1] += _scatter(change, rows, cols)
+        out[:, :, :, rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1] += scatter(change, rows, cols)
         return out
 
     def _carrying(self, masks, position, value, background) -> np.ndarray:

@@ -26,6 +26,7 @@ class AuditMetric(BatchBuffered, CumulativeIterationMetric):
             (:class:`~monai_forget.metrics.query_check.SampleCheck`; ``None``: no check).
         audited: the audited samples' content hashes the reference carries (the check's
             default).
+        copies: the hashes of those the audit collapsed as copies (the check's default).
 
     Raises:
         ValueError: the check is on but no hashes were given.
@@ -38,6 +39,7 @@ class AuditMetric(BatchBuffered, CumulativeIterationMetric):
         from_logits: bool = False,
         check: SampleCheck | None = SampleCheck(),
         audited: Sequence[str] | None = None,
+        copies: Sequence[str] = (),
     ) -> None:
         super().__init__()
         self.from_logits = from_logits
@@ -52,7 +54,9 @@ class AuditMetric(BatchBuffered, CumulativeIterationMetric):
                 "from the auditor's fit_reference(query, ...) carries them), or check=None to "
                 "evaluate without the check"
             )
-        self.check = QueryCheck(hashes, on_mismatch=check.on_mismatch, on_extra=check.on_extra)
+        copies = check.copies if check.copies is not None else copies
+        self.check = QueryCheck(hashes, on_mismatch=check.on_mismatch, on_extra=check.on_extra,
+                                copies=copies)  # fmt: skip
 
     def _compute_tensor(  # type: ignore[override]
         self, y_pred: torch.Tensor, y: torch.Tensor | None = None, images: Any = None, **kwargs: Any

@@ -66,7 +66,7 @@ class EMAPValueMetric(AuditMetric):
             reference = replace(reference, test=test or reference.test)
         else:
             reference = EMAReference.from_dict({"thresholds": reference, "test": test or "welch"})
-        super().__init__(from_logits, check, reference.query_hashes)
+        super().__init__(from_logits, check, reference.query_hashes, reference.query_copies)
         self.reference = reference
         self.last_result: AuditResult | None = None
 

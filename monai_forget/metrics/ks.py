@@ -77,7 +77,7 @@ class KSCalibratedRatioMetric(AuditMetric):
             reference = KSReference(reference, calibration_confidence)
         elif calibration_confidence is not None:
             raise ValueError("a KSReference holds both confidences: omit calibration_confidence")
-        super().__init__(from_logits, check, reference.query_hashes)
+        super().__init__(from_logits, check, reference.query_hashes, reference.query_copies)
         self.reference = reference
         self.last_ratio: KSRatio | None = None
         self.last_result: AuditResult | None = None

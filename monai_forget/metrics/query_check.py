@@ -80,11 +80,15 @@ class SampleCheck:
         on_extra: evaluated samples outside the audited set are an ``"error"``, or are
             ``"ignore"``d (the evaluation ran over a larger set, e.g. the reference-model
             audit set).
+        copies: hashes of the audited set's images the audit collapsed as copies of others
+            (:func:`~monai_forget.audit.duplicates.collapse_duplicates`; ``None``: those the
+            reference carries): evaluated, checked, and left out of the statistic.
     """
 
     hashes: Sequence[str] | None = None
     on_mismatch: str = "error"
     on_extra: str = "error"
+    copies: Sequence[str] | None = None
 
 
 class QueryCheck:
@@ -97,6 +101,8 @@ class QueryCheck:
         on_extra: evaluated samples outside the set are an ``"error"`` (a mismatch), or
             ``"ignore"``d: the evaluation ran over a larger set (the reference-model
             audit's) and the statistic uses the audited samples among it.
+        copies: hashes, among ``expected``, of images the audit collapsed as copies of
+            others: the statistic uses each image the audit decided on once.
     """
 
     def __init__(
@@ -105,10 +111,13 @@ class QueryCheck:
         name: str = "D_Q",
         on_mismatch: str = "error",
         on_extra: str = "error",
+        copies: Sequence[str] = (),
     ):
         check_choice("on_mismatch", on_mismatch, ("error", "warn"))
         check_choice("on_extra", on_extra, ("error", "ignore"))
         self.expected = hash_ids(expected)
+        kept = Counter(self.expected.tolist()) - Counter(hash_ids(list(copies)).tolist())
+        self.decided = np.array(sorted(kept), dtype=np.int64)
         self.name = name
         self.on_mismatch = on_mismatch
         self.on_extra = on_extra
@@ -144,13 +153,18 @@ class QueryCheck:
         """Raise or warn, naming the problem and the fix, when the sets differ.
 
         Returns:
-            The mask of evaluated samples that belong to the audited set.
+            The mask of evaluated samples the statistic uses: the first evaluation of each
+            image the audit decided on (its copies, collapsed by the audit, left out), and
+            with ``on_extra="error"`` (a mismatch only warned of) the samples outside it.
         """
         evaluated = np.asarray(evaluated)
         keep = np.isin(evaluated, self.expected)
-        if self.on_extra == "error":
-            keep[:] = True
         found = self.problems(evaluated[keep] if self.on_extra == "ignore" else evaluated)
+        first = np.zeros(len(evaluated), dtype=bool)
+        first[np.unique(evaluated, return_index=True)[1]] = True
+        keep = first & np.isin(evaluated, self.decided)
+        if self.on_extra == "error":  # a warned mismatch: the statistic over what was evaluated
+            keep |= ~np.isin(evaluated, self.expected)
         if not found:
             return keep
         message = (

@@ -42,7 +42,8 @@ def _by_role(
 
 
 def _all_hashes(reference: RefModelReference) -> list[str]:
-    return [h for role in ROLES for h in reference.hashes[role]]
+    """Every sample of the audit set as evaluated: D_Q as given (its copies too)."""
+    return [h for role in ROLES for h in reference.hashes[role]] + list(reference.query_copies)
 
 
 def compute_reference_model_audit(
@@ -64,7 +65,9 @@ def compute_reference_model_audit(
     """
     probs, labels = to_probs_and_labels(y_pred, y, from_logits=from_logits)
     ids = image_ids(images).numpy()
-    QueryCheck(_all_hashes(reference), name="audit set").check(ids, "p_member")
+    QueryCheck(_all_hashes(reference), name="audit set", copies=reference.query_copies).check(
+        ids, "p_member"
+    )
     return reference.audit(_by_role(reference, probs, labels, ids))
 
 
@@ -95,7 +98,8 @@ class ReferenceModelAuditMetric(AuditMetric):
         if margin is not None:
             reference = dataclasses.replace(reference, margin=float(margin))
         self.reference = reference
-        super().__init__(from_logits, SampleCheck(), _all_hashes(reference))
+        super().__init__(from_logits, SampleCheck(), _all_hashes(reference),
+                         reference.query_copies)  # fmt: skip
         if self.check is not None:
             self.check.name = "audit set (D_Q, known members and non-members)"
         self.last_result: AuditResult | None = None
