@@ -145,15 +145,21 @@ def scanned(model, probes, config: LeakScanConfig, name: str | None) -> dict:
     }
 
 
-def job(setting, probes, args, cell: tuple, rep: int) -> dict | None:
-    """One model and its two scans (cached as JSON under ``work/records``)."""
+def record_path(work: Path, cell: tuple, rep: int) -> tuple[str, Path]:
+    """A job's kind and its record, ``work/records/KIND_REP.json``."""
     data, size, net, copies = cell
     tag = "" if data == "acdc" else f"{data}_"
     kind = f"{tag}{size}_{net}_{copies}" if copies else f"{tag}{size}_{net}_control"
-    path = setting.work / "records" / f"{kind}_{rep}.json"
-    if path.is_file() or args.cached_only:
-        return json.loads(path.read_text()) if path.is_file() else None
-    stream = [args.seed, 65, size, copies, rep] + ([7] if tag else [])
+    return kind, work / "records" / f"{kind}_{rep}.json"
+
+
+def job(setting, probes, args, cell: tuple, rep: int) -> dict | None:
+    """One model and its two scans (cached as JSON under ``work/records``)."""
+    data, size, net, copies = cell
+    kind, path = record_path(setting.work, cell, rep)
+    if path.is_file():
+        return json.loads(path.read_text())
+    stream = [args.seed, 65, size, copies, rep] + ([7] if data != "acdc" else [])
     rng = np.random.default_rng(stream)
     seed = args.seed + 1000 * copies + rep
     decoy_seed = int(np.random.SeedSequence(stream).generate_state(1)[0])
@@ -323,14 +329,18 @@ def main() -> int:
     settings: dict = {}
     for cell, rep in jobs[shard::shards]:
         data, size = cell[:2]
-        if (data, size) not in settings:
+        if args.cached_only:  # the records alone: no data, no training
+            path = record_path(args.work, cell, rep)[1]
+            record = json.loads(path.read_text()) if path.is_file() else None
+        elif (data, size) not in settings:
             setting = (
                 DigitsSetting(args.work, args.seed, size) if data == "digits"
                 else Setting(args.work, args.seed, sized_bundle(args.work, size))
             )  # fmt: skip
             probes = PipelineProbes.from_bundle(setting.bundle, setting.probe_files)
             settings[data, size] = (setting, probes)
-        record = job(*settings[data, size], args, cell, rep)
+        if not args.cached_only:
+            record = job(*settings[data, size], args, cell, rep)
         if cell[3]:
             records["series"].setdefault(cell, []).append(record)
         else:

@@ -79,6 +79,7 @@ def _sources(rows) -> set[str]:
         ("pipeline", 28, "class-shift"),
         ("pipeline", 28, "m"),
         ("pipeline", 64, "class-shift"),
+        ("pipeline", 128, "class-shift"),
         ("model grid", 128, "m"),
     ],
 )

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from monai_forget.audit import AuditResult, KSReference, render_report, write_report
+from monai_forget.audit.result import share_text
 from monai_forget.inference import Predictions
 
 
@@ -101,11 +102,14 @@ def test_report_leads_with_one_verdict_per_scenario_decided_by_reference_models(
     html = render_report([papers_view, remembered, unclear], title="Audit")
     verdicts = html.split("<h2>All audits</h2>")[0]
     # The reference-model audit decides provider C even though K-S's result came first.
+    # its bound reads 100 % (a wholly remembered D_Q): said to be no bound, never "at most 100%"
+    assert share_text(remembered.details["membership_strength_upper"]) == "100%"
     assert re.search(
-        r"provider C</td><td><span[^>]*>not forgotten</span></td><td>at most [^<]*</td>"
-        r"<td>reference models",
+        r"provider C</td><td><span[^>]*>not forgotten</span></td><td>no bound: the audit "
+        r"cannot exclude full membership</td><td>reference models",
         verdicts,
     )
+    assert "at most 100%" not in html
     assert "K-S (Liu &amp; Tsaftaris 2020): " + papers_view.decision in verdicts
     assert unclear.decision == "inconclusive"
     # the lead says what is short: no bound (the members do not stand out), or a size
@@ -284,3 +288,36 @@ def test_the_summary_says_what_p_member_is_and_never_bounds_at_100_percent():
     ks = AuditResult(method="ks", decision="forgotten", statistic_name="rho_KS",
                      statistic=0.4, rule="rho <= 0.5", details={"reason": "below"})  # fmt: skip
     assert "a p-value" not in ks.summary() and "rho_KS = 0.4)" in ks.summary()
+
+
+def test_each_verdict_leads_with_one_plain_sentence():
+    """Issue 66, item 4: what was audited, the decision and the bound in words, one
+    sentence per decision, each rendered in its case and absent from the others."""
+    from monai_forget.audit.report import plain_verdict
+
+    remembered = _refmodel_result(1.5, "provider C")
+    forgotten = _refmodel_result(0.0, "provider E", member_shift=3.0)
+    unclear = _refmodel_result(0.0, "provider D", member_shift=0.2)
+    assert [r.decision for r in (remembered, forgotten, unclear)] == [
+        "not forgotten", "forgotten", "inconclusive"]  # fmt: skip
+    said = {r.decision: plain_verdict(r) for r in (remembered, forgotten, unclear)}
+    assert said["not forgotten"].startswith("The model still remembers the 40 images of "
+                                            "provider C: ")  # fmt: skip
+    assert f"p-value {remembered.statistic:.2g}, at most 0.05): not forgotten." in said[
+        "not forgotten"]  # fmt: skip
+    upper = share_text(forgotten.details["membership_strength_upper"])
+    assert said["forgotten"] == (
+        "The model shows no evidence of remembering the 40 images of provider E, and their "
+        f"membership strength is at most {upper} of the known members' (95% confidence), "
+        "below the margin of 50%: forgotten."
+    )
+    assert said["inconclusive"].startswith("The audit cannot tell whether the model remembers "
+                                           "the 40 images of provider D")  # fmt: skip
+    html = render_report([remembered, forgotten, unclear], title="Audit")
+    lead = html.split("<h2>All audits</h2>")[0]
+    for decision, sentence in said.items():
+        assert lead.count(str(markupsafe.escape(sentence))) == 1, decision
+        # each sentence is in the paragraph before its own scenario's line, no other
+        mine = lead.split(str(markupsafe.escape(sentence)))[1].split("<strong>")[1]
+        assert mine.startswith({"not forgotten": "provider C", "forgotten": "provider E",
+                                "inconclusive": "provider D"}[decision])  # fmt: skip

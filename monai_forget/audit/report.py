@@ -231,6 +231,43 @@ def _readable(value: Any) -> Any:
     return value
 
 
+def _bound_text(details: dict[str, Any]) -> str:
+    """The bound for the verdict table: never "at most 100%" (issue 66)."""
+    upper = share_text(details["membership_strength_upper"])
+    if upper in ("any share", "100%"):
+        return "no bound: the audit cannot exclude full membership"
+    return (
+        f"at most {upper} of the known members' ({1 - details['alpha']:.0%} upper bound; "
+        f"estimate {share_text(details['membership_strength'])})"
+    )
+
+
+def plain_verdict(result: AuditResult) -> str:
+    """The reference-model audit's answer in one sentence a data-protection officer
+    reads: what was audited, the decision, the bound in words (issue 66, item 4)."""
+    d = result.details
+    n = result.sizes.get("query")
+    what = f"the {n} images of {result.label or 'D_Q'}" if n else (result.label or "D_Q")
+    if result.decision == FORGOTTEN:
+        return (
+            f"The model shows no evidence of remembering {what}, and their membership "
+            f"strength is at most {share_text(d['membership_strength_upper'])} of the "
+            f"known members' ({1 - d['alpha']:.0%} confidence), below the margin of "
+            f"{share_text(d['margin'])}: forgotten."
+        )
+    if result.decision == NOT_FORGOTTEN:
+        return (
+            f"The model still remembers {what}: their outputs are more member-like than "
+            f"those of images it never saw (p-value {result.statistic:.2g}, at most "
+            f"{d['alpha']:g}): not forgotten."
+        )
+    return (
+        f"The audit cannot tell whether the model remembers {what}: neither evidence of "
+        f"remembering nor a bound below the margin of {share_text(d['margin'])}: "
+        "inconclusive."
+    )
+
+
 def _verdicts(results: Sequence[AuditResult]) -> list[dict[str, Any]]:
     """One verdict per scenario: the most trusted auditor's; the others' views listed.
     The reference-model audit's carries its bound, margin, reason and measured rate."""
@@ -245,12 +282,11 @@ def _verdicts(results: Sequence[AuditResult]) -> list[dict[str, Any]]:
         if deciding == "refmodel":
             d = decided.details
             verdict.update(
-                bound=f"at most {share_text(d['membership_strength_upper'])} of the known "
-                f"members' ({1 - d['alpha']:.0%} upper bound; estimate "
-                f"{share_text(d['membership_strength'])})",
+                bound=_bound_text(d),
                 margin=f"{d['margin']:g}",
                 reason=d.get("reason", ""),
                 rates=matching_error_rates(decided)["statement"],
+                sentence=plain_verdict(decided),
             )
         out.append(verdict)
     return out
