@@ -102,8 +102,12 @@ def test_report_and_provenance(demo_out, capsys):
     assert html.count("data:image/png") == 9  # 3 scenarios x (reference models, K-S, EMA)
     # The first lines carry the bound, the margin, why, and the matching cell's error rate.
     lead = unescape(html.split("<table>")[0])
-    bound = r"D_Q's membership strength at most \d+% of the known members' \(95% upper bound; "
-    assert len(re.findall(bound + r"estimate \d+%\); margin 0\.5", lead)) == 3
+    bound = r"D_Q's membership strength: (at most \d+% of the known members' \(95% upper bound; "
+    no_bound = r"no bound: the audit cannot exclude full membership); margin 0\.5"
+    assert len(re.findall(bound + r"estimate \d+%\)|" + no_bound, lead)) == 3
+    assert "at most 100%" not in lead
+    # each scenario leads with its plain sentence (issue 66)
+    assert lead.count('<p class="plain">The ') == 3
     assert lead.count("; margin 0.5") == 3 and "still remembered" not in lead
     assert "Why: no evidence of remembering" in lead
     assert "Error rate: measured at margin 0.5" in lead and 'false "forgotten" at most' in lead

@@ -445,7 +445,9 @@ def test_reference_model_audit_of_a_provider(scenario: dict, folder: str) -> Non
     These models take 3 steps: none of them can have memorised a patient, so the data
     cannot support a decision either way, and the right answer for both models is
     "inconclusive" for want of a measurable member effect, with no share excluded and
-    no size of any set that would give "forgotten" power. That is what is asserted.
+    no size of any set that would give "forgotten" power; a chance member effect can
+    instead give a false "not forgotten" (at most alpha of the time), never "forgotten".
+    That is what is asserted.
 
     A test with the power to get both models right (the trained-with model "not
     forgotten", the retrained one "forgotten") does not fit CI: with 10 training and 10
@@ -474,7 +476,17 @@ def test_reference_model_audit_of_a_provider(scenario: dict, folder: str) -> Non
     assert saved["statistic"] == pytest.approx(again.statistic)
     assert saved["decision"] == again.decision
     details = saved["details"]
-    assert saved["decision"] == "inconclusive", details
+    assert (out / "refmodel_report.html").is_file()
+    # No model of 3 steps can be certified "forgotten": nothing bounds its strength.
+    assert saved["decision"] != "forgotten", details
+    if saved["decision"] == "not forgotten":
+        # A chance member effect (the known members' lower bound just above 0) with D_Q
+        # above the non-members at alpha: a false "not forgotten", at most alpha of the
+        # time, which the reason ties to D_Q's site (seen on 2026-12-02 after a dependency
+        # update: the retrained model, p = 0.0068, member effect bound 0.015).
+        assert saved["statistic"] <= details["alpha"] and details["member_effect_low"] > 0
+        assert "Never-seen images of a site whose other images" in details["reason"]
+        return
     # either reason the auditor gives when the known members show no member effect (the
     # second when D_Q happens to score above the non-members at alpha)
     reasons = (
@@ -485,7 +497,6 @@ def test_reference_model_audit_of_a_provider(scenario: dict, folder: str) -> Non
     assert details["member_effect_low"] <= 0 and details["membership_strength_upper"] == "inf"
     assert details["power_forgotten"] < 0.5
     assert set(details["needed_sizes"].values()) == {"inf"}, details["needed_sizes"]
-    assert (out / "refmodel_report.html").is_file()
 
 
 def test_diagnosis_from_the_predicted_masks(scenario: dict) -> None:

@@ -93,6 +93,7 @@ def refmodel_figure(result: AuditResult):
         axes[0].hist(values, bins=bins, density=True, histtype="step", color=_COLOURS[role],
                      label=f"{labels[role]} (n={len(values)})")  # fmt: skip
     axes[0].set_xlabel("score vs reference models (higher = more member-like)")
+    axes[0].set_ylabel("density (share of each set per unit score)")
     axes[0].legend(fontsize=7)
     truth = np.r_[np.ones(len(scores["members"])), np.zeros(len(scores["nonmembers"]))]
     fpr, tpr, _ = roc_curve(truth, np.r_[scores["members"], scores["nonmembers"]])
@@ -117,10 +118,11 @@ def refmodel_figure(result: AuditResult):
         f"membership signal, AUC {details.get('member_auc', float('nan')):.3f}", fontsize=9
     )
     axes[2].set_title("log scale (low false-alarm regime)", fontsize=9)
+    upper = share_text(details.get("membership_strength_upper", float("inf")))
+    bound = "no bound" if upper in ("any share", "100%") else f"at most {upper} of the members'"
     fig.suptitle(
-        f"p_member = {result.statistic:.3g}; membership strength at most "
-        f"{share_text(details.get('membership_strength_upper', float('inf')))} of the members' "
-        f"(margin {details.get('margin', float('nan')):g}): {result.decision}",
+        f"p-value p_member = {result.statistic:.3g} (small: remembered); membership strength "
+        f"{bound} (margin {details.get('margin', float('nan')):g}): {result.decision}",
         fontsize=10,
     )
     return fig
