@@ -179,8 +179,8 @@ MUTANTS = (
     Mutant(
         "reports: a bound of 100 % or more read as a bound",
         "monai_forget/audit/result.py",
-        '    if bound in ("any share", "100%"):',
-        '    if bound == "any share":',
+        '    return None if bound in ("any share", "100%") else bound',
+        '    return None if bound == "any share" else bound',
         ("tests/test_remembered_share.py",),
     ),
     # one auditor protocol: every route to a reference-model audit (issue 52)

@@ -107,7 +107,7 @@ def test_report_and_provenance(demo_out, capsys):
     assert len(re.findall(bound + r"estimate \d+%\)|" + no_bound, lead)) == 3
     assert "at most 100%" not in lead
     # each scenario leads with its plain sentence (issue 66)
-    assert lead.count('<p class="plain">The ') == 3
+    assert lead.count('<p class="plain">The audit ') == 3
     assert lead.count("; margin 0.5") == 3 and "still remembered" not in lead
     assert "Why: no evidence of remembering" in lead
     assert "Error rate: measured at margin 0.5" in lead and 'false "forgotten" at most' in lead

@@ -301,14 +301,14 @@ def test_each_verdict_leads_with_one_plain_sentence():
     assert [r.decision for r in (remembered, forgotten, unclear)] == [
         "not forgotten", "forgotten", "inconclusive"]  # fmt: skip
     said = {r.decision: plain_verdict(r) for r in (remembered, forgotten, unclear)}
-    assert said["not forgotten"].startswith("The model still remembers the 40 images of "
-                                            "provider C: ")  # fmt: skip
+    assert said["not forgotten"].startswith("The audit found evidence that the model still "
+                                            "remembers the 40 images of provider C: ")  # fmt: skip
     assert f"p-value {remembered.statistic:.2g}, at most 0.05): not forgotten." in said[
         "not forgotten"]  # fmt: skip
     upper = share_text(forgotten.details["membership_strength_upper"])
     assert said["forgotten"] == (
-        "The model shows no evidence of remembering the 40 images of provider E, and their "
-        f"membership strength is at most {upper} of the known members' (95% confidence), "
+        "The audit found no evidence that the model remembers the 40 images of provider E, and "
+        f"their membership strength is at most {upper} of the known members' (95% confidence), "
         "below the margin of 50%: forgotten."
     )
     assert said["inconclusive"].startswith("The audit cannot tell whether the model remembers "

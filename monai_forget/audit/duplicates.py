@@ -3,9 +3,13 @@
 Every auditor treats D_Q's samples as independent draws of the withdrawn site's data. A
 D_Q of two images repeated 25 times is two samples, not fifty: scored as fifty, its mean
 is as noisy as two images' but judged as fifty's, and a never-seen set is called "not
-forgotten" far more often than alpha (issue 66: 38.5 % against 9 % for 50 distinct
-images). So each auditor keeps one image of each group of copies and decides on the
-distinct ones (the effective sample size), and says how many it collapsed.
+forgotten" far more often than alpha (issue 66's simulation: 38.5 % against 9 % for 50
+distinct images; benchmarks/results/duplicated_query.md, 2,000 audits per row: 34.2 %
+as given, 4.1 % collapsed, 4.5 % for 50 distinct images). So each auditor keeps one image
+of each group of copies and decides on the distinct ones (the effective sample size), and
+says how many it collapsed. Only D_Q's copies are collapsed; the known sets keep theirs
+(a set of blank frames or copies among the known members or non-members is not
+measured here).
 
 Two images are copies when they have the same content hash (SHA-256 of their pixels),
 or near copies when their thumbnails (area means on a grid of at most
@@ -52,17 +56,20 @@ class Collapsed:
 
     Attributes:
         distinct: one image of each group of copies, the first in D_Q's order.
-        given: how many images D_Q held.
+        given_hashes: every given image's content hash, in D_Q's order.
         exact: images dropped as exact copies of a kept one (same content hash).
         near: images dropped as near copies (thumbnails correlating at the threshold).
-        given_hashes: every given image's content hash, in D_Q's order.
     """
 
     distinct: LabelledImages
-    given: int
+    given_hashes: tuple[str, ...]
     exact: int
     near: int
-    given_hashes: tuple[str, ...] = ()
+
+    @property
+    def given(self) -> int:
+        """How many images D_Q held."""
+        return len(self.given_hashes)
 
     @property
     def removed(self) -> int:
@@ -141,7 +148,7 @@ def collapse_duplicates(
         groups = _near_groups(np.asarray(query.images)[unique], threshold)
         keep = unique[groups == np.arange(len(unique))]
     hashes = tuple(str(h) for h in query.sample_hashes)
-    return Collapsed(query.subset(keep), n, exact, len(unique) - len(keep), hashes)
+    return Collapsed(query.subset(keep), hashes, exact, len(unique) - len(keep))
 
 
 def distinct_query(query: LabelledImages, minimum: int = 2) -> Collapsed:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from monai_forget.audit.result import AuditResult, share_text
+from monai_forget.audit.result import AuditResult, bound_share
 
 __all__ = ["FIGURES", "ema_figure", "ks_figure", "refmodel_figure", "tpr_at_fpr"]
 
@@ -118,8 +118,8 @@ def refmodel_figure(result: AuditResult):
         f"membership signal, AUC {details.get('member_auc', float('nan')):.3f}", fontsize=9
     )
     axes[2].set_title("log scale (low false-alarm regime)", fontsize=9)
-    upper = share_text(details.get("membership_strength_upper", float("inf")))
-    bound = "no bound" if upper in ("any share", "100%") else f"at most {upper} of the members'"
+    upper = bound_share(details.get("membership_strength_upper", float("inf")))
+    bound = "no bound" if upper is None else f"at most {upper} of the members'"
     fig.suptitle(
         f"p-value p_member = {result.statistic:.3g} (small: remembered); membership strength "
         f"{bound} (margin {details.get('margin', float('nan')):g}): {result.decision}",

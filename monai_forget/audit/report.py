@@ -27,6 +27,7 @@ from monai_forget.audit.result import (
     INCONCLUSIVE,
     NOT_FORGOTTEN,
     AuditResult,
+    bound_share,
     share_text,
 )
 from monai_forget.defaults import REFMODEL_ALPHA
@@ -233,8 +234,8 @@ def _readable(value: Any) -> Any:
 
 def _bound_text(details: dict[str, Any]) -> str:
     """The bound for the verdict table: never "at most 100%" (issue 66)."""
-    upper = share_text(details["membership_strength_upper"])
-    if upper in ("any share", "100%"):
+    upper = bound_share(details["membership_strength_upper"])
+    if upper is None:
         return "no bound: the audit cannot exclude full membership"
     return (
         f"at most {upper} of the known members' ({1 - details['alpha']:.0%} upper bound; "
@@ -250,14 +251,15 @@ def plain_verdict(result: AuditResult) -> str:
     what = f"the {n} images of {result.label or 'D_Q'}" if n else (result.label or "D_Q")
     if result.decision == FORGOTTEN:
         return (
-            f"The model shows no evidence of remembering {what}, and their membership "
+            f"The audit found no evidence that the model remembers {what}, and their membership "
             f"strength is at most {share_text(d['membership_strength_upper'])} of the "
             f"known members' ({1 - d['alpha']:.0%} confidence), below the margin of "
             f"{share_text(d['margin'])}: forgotten."
         )
     if result.decision == NOT_FORGOTTEN:
         return (
-            f"The model still remembers {what}: their outputs are more member-like than "
+            f"The audit found evidence that the model still remembers {what}: their outputs "
+            "are more member-like than "
             f"those of images it never saw (p-value {result.statistic:.2g}, at most "
             f"{d['alpha']:g}): not forgotten."
         )

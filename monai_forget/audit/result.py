@@ -36,14 +36,21 @@ def share_text(value: float) -> str:
     return f"{min(max(value, 0.0), 1.0):.0%}"
 
 
+def bound_share(upper: float) -> str | None:
+    """The upper bound as a reader's share, or ``None`` where it bounds nothing: unbounded,
+    or reading 100 % or more ("at most 100%" excludes nothing; issue 66)."""
+    bound = share_text(upper)
+    return None if bound in ("any share", "100%") else bound
+
+
 def strength_text(upper: float, alpha: float = 0.05) -> str:
     """The reference-model audit's bound in words: D_Q's **membership strength relative
     to the known members** (0 % scores like never-seen data, 100 % like the known
     members), not a share of D_Q's samples. The two agree when every sample is either
     remembered as the members are or not at all; a D_Q wholly remembered at 40 % of the
     members' strength reads 40 % too (:mod:`~monai_forget.audit.remembered_share`)."""
-    bound = share_text(upper)
-    if bound in ("any share", "100%"):  # "at most 100%" bounds nothing (issue 66)
+    bound = bound_share(upper)
+    if bound is None:
         return (
             "D_Q's membership strength relative to the known members: no bound (the audit "
             "cannot exclude full membership)"
