@@ -30,6 +30,7 @@ from monai_forget.audit.refmodel import (
 from monai_forget.audit.shift_check import SHIFT_LEVEL, ShiftCheck, shift_features, shift_pvalue
 from monai_forget.data import concat, data_root, load_mnist_test, load_pneumoniamnist
 from monai_forget.inference import predict
+from monai_forget.rates import measured_rate
 from monai_forget.shadow import ShadowTrainer
 from monai_forget.shadow.reference_jobs import reference_jobs
 
@@ -306,8 +307,9 @@ def pooled(results: dict[int, dict], key: str, field: str) -> tuple[int, int, li
 def error_rate_rows(
     name: str, results: dict[int, dict], cell: tuple[str, float, int], setting: str = "offline"
 ) -> list[dict]:
-    """The rows ``measured_error_rates.json`` packages for one cell, one per margin: the
-    pooled rates with their Wilson intervals, the counts and each training's counts."""
+    """The rows ``measured_error_rates.json`` packages for one cell, one per margin: each
+    decision's pooled count and rate with its Wilson interval, as numbers
+    (:func:`~monai_forget.rates.measured_rate`), and each training's counts."""
     source, share, size = cell
     key, rows = f"{source}|{share}|{size}", []
     for margin in MARGINS:
@@ -325,8 +327,7 @@ def error_rate_rows(
                 "margin": margin,
                 "trainings": len(results),
                 "draws": n,
-                **{d.replace(" ", "_"): rate(got[d][0], n) for d in DECISIONS},
-                "counts": {d.replace(" ", "_"): got[d][0] for d in DECISIONS},
+                **{d.replace(" ", "_"): measured_rate(got[d][0], n) for d in DECISIONS},
                 "per_training": {d.replace(" ", "_"): [c for c, _ in got[d][2]] for d in DECISIONS},
             }
         )

@@ -75,6 +75,7 @@ from monai_forget.audit.refmodel import (
 )
 from monai_forget.bundles.segmentation import split_by_patient
 from monai_forget.bundles.segmentation_refmodel import patient_logits
+from monai_forget.rates import CLUSTER_BOOTSTRAP, measured_rate, rate_text
 from monai_forget.segmentation import SCORE_NAMES, SegmentationScores
 
 REPO = Path(__file__).resolve().parents[1]
@@ -357,13 +358,18 @@ def cells_of(run: Training, draws: int) -> dict[str, dict]:
     return counts
 
 
-def clustered(per: list[tuple[int, int]]) -> str:
-    """The pooled rate and the 95 % cluster bootstrap interval over trainings. Wilson's
-    interval is not given: at |D_Q| 20 of a 25-patient pool the draws of one training
-    share most of their patients, so a training is about one independent audit."""
+def clustered_rate(per: list[tuple[int, int]]) -> dict:
+    """The pooled rate and the 95 % cluster bootstrap interval over trainings, as numbers.
+    Wilson's interval is not given: at |D_Q| 20 of a 25-patient pool the draws of one
+    training share most of their patients, so a training is about one independent audit."""
     count, n = sum(c for c, _ in per), sum(d for _, d in per)
-    low, high = cluster_interval([c for c, _ in per], [d for _, d in per])
-    return f"{count / n:.3f} [{low:.3f}, {high:.3f}]"
+    interval = cluster_interval([c for c, _ in per], [d for _, d in per])
+    return measured_rate(count, n, interval=interval, method=CLUSTER_BOOTSTRAP)
+
+
+def clustered(per: list[tuple[int, int]]) -> str:
+    """:func:`clustered_rate` as the table prints it."""
+    return rate_text(clustered_rate(per))
 
 
 def cells(args: argparse.Namespace) -> None:
@@ -415,7 +421,6 @@ def report(results: dict[int, dict], args: argparse.Namespace) -> None:
         say(f"| {share:g} | {size:.0f} | {n} | {' | '.join(cols[:3])} | {covers} | "
             f"{cols[3]} | {cols[4]} |")  # fmt: skip
         for margin in MARGINS:
-            counts = {d: sum(r[key][f"{margin}|{d}"] for r in results.values()) for d in DECISIONS}
             rows.append({
                 "dataset": "ACDC (segmentation, unit: patient)",
                 "auditor": "refmodel",
@@ -426,10 +431,9 @@ def report(results: dict[int, dict], args: argparse.Namespace) -> None:
                 "margin": margin,
                 "trainings": len(results),
                 "draws": n,
-                **{d.replace(" ", "_"): clustered([(r[key][f"{margin}|{d}"], r[key]["draws"])
-                                                   for r in results.values()])
+                **{d.replace(" ", "_"): clustered_rate([(r[key][f"{margin}|{d}"], r[key]["draws"])
+                                                        for r in results.values()])
                    for d in DECISIONS},
-                "counts": {d.replace(" ", "_"): counts[d] for d in DECISIONS},
                 "per_training": {d.replace(" ", "_"): [r[key][f"{margin}|{d}"]
                                  for r in results.values()] for d in DECISIONS},
             })  # fmt: skip
@@ -450,8 +454,7 @@ def targets(rows: list[dict]) -> None:
     """Issue 32's targets on the pooled rates, with what the trainings can show."""
 
     def verdict(row: dict, decision: str) -> str:
-        value, low, high = (float(x) for x in row[decision].replace("[", "").replace(
-            "]", "").replace(",", "").split())  # fmt: skip
+        value, low, high = (row[decision][k] for k in ("rate", "low", "high"))
         if value <= ALPHA and high <= 0.1:
             return "**met**"
         if value <= ALPHA:
@@ -464,13 +467,14 @@ def targets(rows: list[dict]) -> None:
     say("## Targets (issue 32)")
     say()
     wrong = [r for r in rows if r["share"] >= r["margin"]]
-    worst = max(wrong, key=lambda r: float(r["forgotten"].split()[0]))
+    worst = max(wrong, key=lambda r: r["forgotten"]["rate"])
     say(f'- false "forgotten" <= 0.05 where the true share >= the margin: worst '
-        f"{worst['forgotten']} (share {worst['share']:g}, |D_Q| {worst['size']}, margin "
+        f"{rate_text(worst['forgotten'])} (share {worst['share']:g}, |D_Q| {worst['size']}, margin "
         f"{worst['margin']:g}): {verdict(worst, 'forgotten')}")  # fmt: skip
     nulls = [r for r in rows if r["share"] == 0 and r["margin"] == 0.5]
-    worst = max(nulls, key=lambda r: float(r["not_forgotten"].split()[0]))
-    say(f'- false "not forgotten" on never-seen D_Q <= 0.05: worst {worst["not_forgotten"]} '
+    worst = max(nulls, key=lambda r: r["not_forgotten"]["rate"])
+    say(f'- false "not forgotten" on never-seen D_Q <= 0.05: worst '
+        f'{rate_text(worst["not_forgotten"])} '
         f"(|D_Q| {worst['size']}): {verdict(worst, 'not_forgotten')}")  # fmt: skip
     say()
 

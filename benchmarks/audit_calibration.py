@@ -76,7 +76,6 @@ from _refmodel_cells import (
     run_training,
     training,
     true_class_probability_all,
-    wilson,
 )
 
 from monai_forget.audit.refmodel import logit_confidence, rmia_scores
@@ -216,13 +215,13 @@ def targets(rows: list[dict], signals: dict[str, dict[str, list[float]]]) -> Non
     """Issue 32's targets, marked as measured (rows pooled over the trainings)."""
 
     def rate_of(row: dict, decision: str) -> float:
-        return row["counts"][decision] / row["draws"]
+        return row[decision]["rate"]
 
     def bounds(row: dict, decision: str) -> tuple[float, float, float]:
         """Wilson's (low, high) and the cluster bootstrap's high."""
         per = row["per_training"][decision]
         each = [row["draws"] // row["trainings"]] * len(per)
-        low, high = wilson(row["counts"][decision], row["draws"])
+        low, high = row[decision]["low"], row[decision]["high"]  # Wilson's
         return low, high, cluster_interval(per, each)[1]
 
     def where(row: dict) -> str:

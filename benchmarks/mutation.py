@@ -500,10 +500,59 @@ MUTANTS = (
         ("tests/test_memorisation_scan.py",),
     ),
     Mutant(
+        "checks: an interval's open lower end included (a margin or ratio of 0 accepted)",
+        "monai_forget/checks.py",
+        '        above = x >= self.low if self.closed in ("left", "both") else x > self.low',
+        "        above = x >= self.low",
+        ("tests/test_checks.py",),
+    ),
+    Mutant(
+        "auditor registry: the renamed 'reference' accepted as refmodel",
+        "monai_forget/auditor_registry.py",
+        "        if kind.name == name:",
+        "        if kind.name == RENAMED.get(name, name):",
+        ("tests/test_auditor_registry.py",),
+    ),
+    Mutant(
+        "hidden shift: the tolerance read with D_Q's scores lowered, not raised",
+        "monai_forget/audit/hidden_shift.py",
+        "        if not still_forgotten(q + shift * spread):",
+        "        if not still_forgotten(q - shift * spread):",
+        ("tests/test_hidden_shift.py",),
+    ),
+    Mutant(
+        "hidden shift: the tolerance one grid step past the last forgotten",
+        "monai_forget/audit/hidden_shift.py",
+        "        tolerance = shift\n",
+        "        tolerance = shift + TOLERANCE_STEP\n",
+        ("tests/test_hidden_shift.py",),
+    ),
+    Mutant(
+        "method equivalence: the method's own spread left out of the interval",
+        "monai_forget/unlearning/method_equivalence.py",
+        "    se = math.sqrt(m.var(ddof=1) / m.size + r.var(ddof=1) / r.size)",
+        "    se = math.sqrt(r.var(ddof=1) / r.size)",
+        ("tests/test_method_equivalence.py",),
+    ),
+    Mutant(
+        "method equivalence: the larger sample's degrees of freedom",
+        "monai_forget/unlearning/method_equivalence.py",
+        "    df = min(m.size, r.size) - 1",
+        "    df = max(m.size, r.size) - 1",
+        ("tests/test_method_equivalence.py",),
+    ),
+    Mutant(
+        "rates: the interval of a packaged rate not Wilson's",
+        "monai_forget/rates.py",
+        '.proportion_ci(0.95, method="wilson")',
+        '.proportion_ci(0.95, method="exact")',
+        ("tests/test_rates.py",),
+    ),
+    Mutant(
         "checks: a level of 1 accepted (leak scan, verdict, auditors, gate)",
         "monai_forget/checks.py",
-        "    if not 0.0 < value < 1.0:",
-        "    if not 0.0 < value <= 1.0:",
+        "LEVEL = Interval(0.0, 1.0)\n",
+        'LEVEL = Interval(0.0, 1.0, "right")\n',
         ("tests/test_checks.py", "tests/test_memorisation_scan.py"),
     ),
     # leak scans against references by patient (memorisation/patient_references.py)
@@ -545,8 +594,9 @@ MUTANTS = (
     Mutant(
         "audit plan: an unknown auditor accepted",
         "monai_forget/unlearning/evaluation.py",
-        "        unknown = set(self.auditors) - set(AUDITORS)",
-        "        unknown = set()",
+        "            auditor_kind(name)  # refuses a renamed or unknown auditor, naming the "
+        "choices",
+        "            pass",
         ("tests/test_unlearning_scenario.py",),
     ),
     Mutant(
@@ -1048,8 +1098,8 @@ MUTANTS = (
     Mutant(
         "federated withdrawal: the reference-model auditor allowed with 2 providers",
         "monai_forget/fl/run.py",
-        '    if "refmodel" in auditors and len(clients) < REFMODEL_MIN_PROVIDERS:',
-        '    if "refmodel" in auditors and len(clients) < 2:',
+        "    if known and len(clients) < REFMODEL_MIN_PROVIDERS:",
+        "    if known and len(clients) < 2:",
         ("tests/test_fl_simulator.py",),
     ),
     Mutant(
@@ -1172,7 +1222,7 @@ MUTANTS = (
     Mutant(
         "poc: the admin's login timeout ignores the load",
         "monai_forget/fl/poc.py",
-        "    return (30.0 + 2.0 * clients) * max(1.0, per_core)",
+        "    return (30.0 + 2.0 * clients) * load_per_core(load, cores)",
         "    return 30.0 + 2.0 * clients",
         ("tests/test_fl_poc_shutdown.py",),
     ),

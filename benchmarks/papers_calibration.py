@@ -66,6 +66,7 @@ from monai_forget.data import (
     load_pneumoniamnist,
 )
 from monai_forget.inference import Predictions, predict
+from monai_forget.rates import measured_rate
 from monai_forget.shadow import ShadowTrainer, SupervisedRecipe
 
 KINDS = {"non-members": 0.0, "10% remembered": 0.1, "50% remembered": 0.5, "members": 1.0}
@@ -312,8 +313,9 @@ def write_error_rates(done: dict[str, dict], args: argparse.Namespace) -> None:
         rows.append({
             "dataset": {"mnist": "MNIST", "pneumoniamnist": "PneumoniaMNIST"}.get(dataset, dataset),
             "auditor": auditor, "k": int(k), "kind": kind, "size": int(size), "draws": n,
-            "forgotten": _rate(c[FORGOTTEN], n), "not_forgotten": _rate(c[NOT_FORGOTTEN], n),
-            "inconclusive": _rate(c[INCONCLUSIVE], n),
+            "forgotten": measured_rate(c[FORGOTTEN], n),
+            "not_forgotten": measured_rate(c[NOT_FORGOTTEN], n),
+            "inconclusive": measured_rate(c[INCONCLUSIVE], n),
         })  # fmt: skip
     path = Path(args.error_rates)
     if path.is_file():  # the auditors not run this time keep their rows

@@ -1,7 +1,7 @@
 """Cost of a full reference-model audit on PneumoniaMNIST, as a user runs it.
 
 The target (the grid's PneumoniaMNIST design) is trained first and not timed. Then
-``monai-forget audit reference`` runs in a fresh process with an empty cache: 8
+``monai-forget audit refmodel`` runs in a fresh process with an empty cache: 8
 reference models trained by the recipe, every set scored, the test, the report. The
 audited provider D_Q is 200 training images of the target; the known members are 1,000
 other training images and the known non-members 1,000 training images the target never
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{os.cpu_count()} cores, load average {load_before:.1f} before, {load_after:.1f} "
         f"after; torch {torch.__version__}")  # fmt: skip
     say()
-    say(f"`monai-forget audit reference` with {args.references} reference models, "
+    say(f"`monai-forget audit refmodel` with {args.references} reference models, "
         "trained as one group (`--workers` applies to recipes that cannot be grouped), an "
         "empty cache; D_Q 200 training images of the target, "
         f"1,000 known members, 1,000 known non-members from the {args.nonmembers_from} "

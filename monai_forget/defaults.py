@@ -76,3 +76,18 @@ ACDC_NIFTI_FRAMES: tuple[str, ...] = ("ed-es", "all")
 REFMODEL_REFERENCES = 8
 REFMODEL_ALPHA = 0.05
 REFMODEL_MARGIN = 0.5
+
+#: A federated withdrawal as ``fl simulate`` and ``fl.FederatedWithdrawal`` run it: the
+#: providers' data sets, and the defaults of the federation, its training and the withdrawal.
+FL_DATASETS: tuple[str, ...] = ("acdc", "acdc-features", "pneumoniamnist", "mnist")
+FL_DATA = "acdc"
+FL_CLIENTS = 3
+#: Patients of each class per provider (ACDC slices; ACDC clinical features).
+FL_PATIENTS_PER_CLASS = MappingProxyType({"acdc": 1, "acdc-features": 3})
+FL_SLICE_SIZE = 32
+FL_PER_CLIENT = 200
+FL_ROUNDS = 9
+FL_LOCAL_STEPS = 50
+FL_HIDDEN: tuple[int, ...] = (128,)
+FL_WITHDRAWING = "site-1"
+FL_WITHDRAW_ROUND = 7

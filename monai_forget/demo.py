@@ -35,6 +35,7 @@ from monai_forget.audit import (
 )
 from monai_forget.audit.report import write_report
 from monai_forget.audit.result import share_text
+from monai_forget.auditor_registry import auditor_kind, kind_of
 from monai_forget.data import LabelledImages, concat, load_digits
 from monai_forget.io import atomic_write, check_writable
 from monai_forget.shadow import ShadowTrainer, SupervisedRecipe
@@ -130,7 +131,7 @@ def run_demo(
         rows = []
         for name, model, provider, expected, retained in scenarios:
             for auditor in auditors:
-                bar.set_description(f"{name}: {METHOD_NAMES[_method(auditor)]}")
+                bar.set_description(f"{name}: {kind_of(auditor).title}")
                 if auditor is reference:
                     known = (concat(*(sets[r] for r in retained)), sets["calibration"])
                     result = reference.audit(model, sets[provider], known, label=name)
@@ -186,19 +187,12 @@ def _savez(handle: IO, arrays: dict) -> None:
     np.savez(handle, **arrays)
 
 
-def _method(auditor: object) -> str:
-    return {ReferenceModelAuditor: "refmodel", KSAuditor: "ks", EMAAuditor: "ema"}[type(auditor)]
-
-
 def _progress(total: int, enabled: bool):
     from tqdm.auto import tqdm
 
     return tqdm(
         total=total, disable=not enabled, bar_format="{l_bar}{bar}| {n}/{total} [{elapsed}]"
     )
-
-
-METHOD_NAMES = {"refmodel": "reference models", "ks": "K-S (paper)", "ema": "EMA (paper)"}
 
 
 def format_table(rows: list[DemoRow]) -> str:
@@ -214,7 +208,7 @@ def format_table(rows: list[DemoRow]) -> str:
         bound = r.details.get("membership_strength_upper")
         remembered = f"at most {share_text(bound)}" if bound is not None else "-"
         lines.append(
-            f"| {row.scenario} | {METHOD_NAMES[r.method]} | {r.statistic_name} = "
+            f"| {row.scenario} | {auditor_kind(r.method).title} | {r.statistic_name} = "
             f"{r.statistic:.3g} | {remembered} | {r.decision} | {row.expected} | "
             f"{'yes' if row.correct else ('NO' if row.wrong else 'no decision')} |"
         )

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from monai_forget.cache import CacheEntryError, entry_hash, entry_lock, write_entry
-from monai_forget.checks import check_choice
+from monai_forget.checks import check_choice, check_parameter
 from monai_forget.data import LabelledImages
 from monai_forget.fingerprint import data_fingerprint, model_fingerprint
 
@@ -117,8 +117,7 @@ def predict(
         CacheEntryError: a cached entry for this model and data is damaged or replaced.
     """
     check_choice("outputs", outputs, ("logits", "probs"))
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    check_parameter("batch_size", batch_size)
     if cache_dir is None:
         return Predictions(
             _forward(model, data, batch_size, torch.device(device), outputs, progress),

@@ -23,6 +23,14 @@ def available_cores() -> int:
     return os.cpu_count() or 1
 
 
+def load_per_core(load: float | None = None, cores: int | None = None) -> float:
+    """The 1-minute load average per available core, at least 1: how many times longer
+    than on an idle machine a timed wait should allow (``load`` and ``cores``: this
+    machine's by default)."""
+    load = os.getloadavg()[0] if load is None else load
+    return max(1.0, load / (cores or available_cores()))
+
+
 def exit_with_parent() -> None:
     """In a worker process: end it as soon as the process that started it ends.
 

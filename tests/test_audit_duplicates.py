@@ -107,7 +107,7 @@ def test_a_query_of_copies_is_refused_with_its_count():
     assert (len(two.distinct), two.exact) == (2, 48)
 
 
-@pytest.mark.parametrize("method", ["ks", "ema", "reference"])
+@pytest.mark.parametrize("method", ["ks", "ema", "refmodel"])
 def test_every_auditor_decides_on_the_distinct_images(files, tmp_path, capsys, method):  # noqa: F811
     """A D_Q of 40 held-out images, each given twice: the audit scores 40, records 40
     exact copies collapsed and says so in its summary."""
@@ -116,7 +116,7 @@ def test_every_auditor_decides_on_the_distinct_images(files, tmp_path, capsys, m
     np.savez(files / "twice.npz", images=np.concatenate([images, images]),
              labels=np.concatenate([labels, labels]))  # fmt: skip
     out = tmp_path / method
-    args = (_reference_args(files, "twice", out, "--references", "2") if method == "reference"
+    args = (_reference_args(files, "twice", out, "--references", "2") if method == "refmodel"
             else _args(files, method, "twice", out))  # fmt: skip
     assert main(args) in (0, 3, 4)
     printed = capsys.readouterr().out

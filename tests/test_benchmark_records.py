@@ -77,6 +77,8 @@ def test_the_packaged_error_rates_are_the_committed_benchmark_tables():
     fails."""
     import json
 
+    from monai_forget.rates import rate_text
+
     rates = json.loads((REPO / "monai_forget" / "audit" / "measured_error_rates.json").read_text())
     results = REPO / "benchmarks" / "results"
     few = "other site, a few of its images trained on"
@@ -105,13 +107,15 @@ def test_the_packaged_error_rates_are_the_committed_benchmark_tables():
         key = f"| {' | '.join(lead)} | "
         rows = [line for line in tables[table].splitlines() if line.startswith(key)]
         if table[0] == "population":  # one table per data set, in the order of the JSON
-            rows = [r for r in rows if cell["not_forgotten"] in r and cell["forgotten"] in r]
+            shown = (rate_text(cell["not_forgotten"]), rate_text(cell["forgotten"]))
+            rows = [r for r in rows if shown[0] in r and shown[1] in r]
         assert rows, f"no row {key!r} in the {table} results for {cell['dataset']}"
         columns = rows[0][len(key) :].split(" | ")[:3]
         for column, decision in zip(
             columns, ("not_forgotten", "forgotten", "inconclusive"), strict=True
         ):
-            assert column.startswith(cell[decision]), (key, decision, column, cell[decision])
+            shown = rate_text(cell[decision])
+            assert column.startswith(shown), (key, decision, column, shown)
         checked[table] += 1
     assert checked[("population", "offline")] >= 2 * 35, checked
     assert checked[("paired", "offline")] >= 10 and checked[("population", "online")] >= 20, checked
@@ -275,3 +279,24 @@ def test_the_packaged_detection_curve_is_the_committed_benchmark_table():
         k, n, (low, high) = _count_cell(line.split(" | ")[4])
         assert (row["detected"], row["runs"]) == (k, n), line
         assert [round(100 * x) for x in row["interval"]] == [low, high], line
+
+
+def test_the_hidden_shift_table_renders_from_its_record(tmp_path):
+    """Issue 67, item 4: the hidden-shift results are stored as numbers with their
+    command, commit, date and machine; rendered again from the record (no simulation),
+    the markdown is the committed file, line for line."""
+    import json
+
+    record_path = REPO / "benchmarks" / "results" / "hidden_shift.json"
+    record = json.loads(record_path.read_text())
+    assert set(record["provenance"]) == {"command", "commit", "date", "machine"}
+    assert record["provenance"]["command"].startswith("python benchmarks/hidden_shift.py")
+    assert all(isinstance(c["covered"], int) for c in record["cells"])
+    out = tmp_path / "again.md"
+    subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "hidden_shift.py"), "--from-record",
+         str(record_path), "--out", str(out)],
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+    )  # fmt: skip
+    committed = (REPO / "benchmarks" / "results" / "hidden_shift.md").read_text()
+    assert out.read_text() == committed

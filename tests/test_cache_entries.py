@@ -20,6 +20,7 @@ from monai_forget.audit import KSAuditor
 from monai_forget.cache import CacheEntryError
 from monai_forget.data import LabelledImages, load_digits
 from monai_forget.inference import predict
+from monai_forget.processes import load_per_core
 from monai_forget.shadow import ShadowTrainer, SupervisedRecipe
 
 RECIPE = SupervisedRecipe("mlp", {"in_shape": (1, 8, 8), "num_classes": 10}, steps=5)
@@ -138,7 +139,7 @@ def test_two_processes_filling_one_cache_train_an_entry_once(tmp_path):
     log = tmp_path / "trainings.log"
     runs = [subprocess.Popen([sys.executable, "-c", _RACE, str(tmp_path / "cache"), str(log)])
             for _ in range(2)]  # fmt: skip
-    assert [run.wait(timeout=300) for run in runs] == [0, 0]
+    assert [run.wait(timeout=300 * load_per_core()) for run in runs] == [0, 0]
     assert log.read_text().splitlines() == ["trained"]
     assert not list((tmp_path / "cache").rglob("*.lock"))  # issue 52: none left behind
 

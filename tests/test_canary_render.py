@@ -69,8 +69,8 @@ def test_mask_geometry_property(text, scale):
         ("", 1, "at least one character"),
         ("Zoë", 1, "a character outside the"),
         ("A_B", 1, "a character outside the"),
-        ("AB", 0, "positive integer"),
-        ("AB", 1.5, "positive integer"),
+        ("AB", 0, "an integer >= 1"),
+        ("AB", 1.5, "an integer >= 1"),
     ],
 )
 def test_render_refusals(text, scale, message):
@@ -100,7 +100,7 @@ def test_random_controls_match_size_and_are_seeded():
     assert len(word) == 4 and word.isalpha() and word.isupper()
     assert render_text(word).shape == render_text("JOHN").shape
     assert random_text(12, rng=1) == random_text(12, rng=1)
-    with pytest.raises(ValueError, match="does not fit"):
+    with pytest.raises(ValueError, match=r"n_on must be an integer in \[0, 4\], got 5"):
         random_patch((2, 2), n_on=5)
 
 

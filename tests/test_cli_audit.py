@@ -46,8 +46,8 @@ def _args(files, method, query, out, *extra):
 
 
 def _reference_args(files, query, out, *extra):
-    """`audit reference` with known members A and known non-members the calibration set."""
-    base = _args(files, "reference", query, out, *extra)
+    """`audit refmodel` with known members A and known non-members the calibration set."""
+    base = _args(files, "refmodel", query, out, *extra)
     i = base.index("--calibration")
     base[i : i + 2] = [
         "--members",
@@ -127,7 +127,7 @@ def test_network_args_must_be_json() -> None:
 
 @pytest.mark.slow
 def test_reference_audit_three_way_exit_code_json_and_trail(files, tmp_path, capsys):
-    """`audit reference`: known members A, known non-members (calibration); the target was
+    """`audit refmodel`: known members A, known non-members (calibration); the target was
     trained on A and C, so C is remembered and B never seen."""
 
     def args(query, out, *extra):
@@ -151,7 +151,7 @@ def test_reference_audit_three_way_exit_code_json_and_trail(files, tmp_path, cap
     } <= set(record["details"])
     result = AuditResult.load(tmp_path / "b" / "result.json")
     trail = result.provenance["audit_trail"]
-    assert trail["command_line"][:3] == ["monai-forget", "audit", "reference"]
+    assert trail["command_line"][:3] == ["monai-forget", "audit", "refmodel"]
     assert len(trail["model_sha256"]) == 64
     assert main(args("A", tmp_path / "a")) == 2  # D_Q is among the known members
     assert "share samples" in capsys.readouterr().err
@@ -203,7 +203,7 @@ def _query(files, name, images, labels=None):
     return name
 
 
-@pytest.mark.parametrize("method", ["ks", "ema", "reference"])
+@pytest.mark.parametrize("method", ["ks", "ema", "refmodel"])
 @pytest.mark.parametrize(
     "kind, message",
     [("zeros", "are constant"), ("nan", "NaN or inf"), ("repeated", "but only 1 distinct"),
@@ -225,7 +225,7 @@ def test_a_degenerate_query_set_is_refused_not_decided(
         images = -images - rng.random(images.shape).astype(np.float32) * 0.01
     query = _query(files, f"degenerate_{kind}", images)
     out = tmp_path / "out"
-    args = _reference_args(files, query, out) if method == "reference" else _args(
+    args = _reference_args(files, query, out) if method == "refmodel" else _args(
         files, method, query, out)  # fmt: skip
     assert main(args) == 2
     assert message in capsys.readouterr().err
@@ -234,7 +234,7 @@ def test_a_degenerate_query_set_is_refused_not_decided(
 
 @pytest.mark.slow
 def test_reference_audit_given_the_sites_images(files, tmp_path, capsys):
-    """`audit reference --site-images`: both designs run (the offline one, and online
+    """`audit refmodel --site-images`: both designs run (the offline one, and online
     reference models that also train on the site's images), both are recorded; a
     never-seen D_Q is not called remembered (issue 50)."""
     out = tmp_path / "site"
@@ -252,7 +252,7 @@ def test_reference_audit_given_the_sites_images(files, tmp_path, capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method", ["ks", "ema", "reference"])
+@pytest.mark.parametrize("method", ["ks", "ema", "refmodel"])
 def test_the_command_line_and_the_python_api_decide_alike(files, tmp_path, method, capsys):
     """Issue 52: the same inputs through `monai-forget audit METHOD` (its defaults) and
     through the auditor's Python API (the library's defaults) give the same decision,
@@ -261,7 +261,7 @@ def test_the_command_line_and_the_python_api_decide_alike(files, tmp_path, metho
     from monai_forget.data.readers import load_npz
 
     out = tmp_path / "cli"
-    if method == "reference":
+    if method == "refmodel":
         args = _reference_args(files, "B", out, "--references", "4", "--label", "B")
     else:
         args = _args(files, method, "B", out, "--label", "B")

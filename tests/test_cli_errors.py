@@ -499,13 +499,13 @@ def test_a_device_this_machine_lacks_is_a_usage_error(command, tmp_path, capsys)
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("method", ["ks", "ema", "reference"])
+@pytest.mark.parametrize("method", ["ks", "ema", "refmodel"])
 def test_every_auditor_refuses_labels_the_target_cannot_output(method):
     """The check lives in the library (issue 52): the Python API refuses what the command
     line refuses, naming the set, before any model trains."""
     import numpy as np
 
-    from monai_forget.audit import EMAAuditor, KSAuditor, ReferenceModelAuditor
+    from monai_forget.auditor_registry import auditor_kind
     from monai_forget.data import LabelledImages, load_digits
     from monai_forget.networks import get_network
     from monai_forget.shadow import SupervisedRecipe
@@ -516,7 +516,7 @@ def test_every_auditor_refuses_labels_the_target_cannot_output(method):
     query = digits.subset(np.arange(40))
     query = LabelledImages(query.images, np.where(query.labels == 3, 11, query.labels), None, 12)
     known = (digits.subset(np.arange(100, 200)), digits.subset(np.arange(200, 300)))
-    auditor = {"ks": KSAuditor, "ema": EMAAuditor, "reference": ReferenceModelAuditor}[method]
-    calibration = known if method == "reference" else known[1]
+    kind = auditor_kind(method)
+    auditor, calibration = kind.auditor, known if kind.calibration == "known" else known[1]
     with pytest.raises(ValueError, match="query set D_Q: label 11 is outside the model's 10"):
         auditor(recipe=recipe).audit(target, query, calibration)

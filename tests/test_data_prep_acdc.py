@@ -160,7 +160,7 @@ def test_info_cfg_errors_name_file_field_and_line(tmp_path):
     with pytest.raises(ValueError, match=r"Info.cfg, line 2: expected 'Key: value'"):
         read_info(info)
     info.write_text("ED: 1\nES: 9\nGroup: NOR\nHeight: 1\nNbFrame: 4\nWeight: 1\n")
-    with pytest.raises(ValueError, match=r"ES = 9 is outside 1..NbFrame \(4\)"):
+    with pytest.raises(ValueError, match=r"ES must be an integer in \[1, 4\], got 9: a frame"):
         read_info(info)
     info.write_text("ED: one\nES: 2\nGroup: NOR\nHeight: 1\nNbFrame: 4\nWeight: 1\n")
     with pytest.raises(ValueError, match="field ED is not a number") as caught:

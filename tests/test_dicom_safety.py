@@ -83,7 +83,7 @@ def _compressed_multiframe() -> pydicom.Dataset:
         ({"text": "A", "frames": ()}, r"frames \[\] are not valid"),
         ({"text": "A_"}, "a character outside the monai-forget-5x5 typeface"),
         ({"text": "A", "position": (99, 0)}, "image is 100x100"),
-        ({"text": "A", "scale": 0}, "positive integer"),
+        ({"text": "A", "scale": 0}, "an integer >= 1"),
     ],
 )
 def test_refused_option_leaves_dataset_unchanged(options, match):

@@ -21,6 +21,7 @@ from pydicom_files import real_file
 
 from monai_forget.cli import main
 from monai_forget.dicom import BurnInOptions, InjectionError, inject_tree
+from monai_forget.processes import load_per_core
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -137,7 +138,7 @@ def start_and_stop(
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 300 * load_per_core()  # a loaded machine is slower
     while proc.poll() is None and time.monotonic() < deadline:
         staging = list(tmp_path.glob(".out.*.partial"))
         if staging and any(staging[0].rglob("*.dcm")):
@@ -148,7 +149,7 @@ def start_and_stop(
         proc.kill()
         out, err = proc.communicate()
         pytest.fail(f"the run ended before its staging folder filled: {proc.returncode} {err}")
-    out, err = proc.communicate(timeout=120)
+    out, err = proc.communicate(timeout=120 * load_per_core())
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 

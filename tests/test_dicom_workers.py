@@ -158,4 +158,4 @@ def test_workers_must_be_positive(tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
         main(["canary", "inject", str(tmp_path), str(tmp_path / "out"), "--workers", "0"])
     assert stop.value.code == 2
-    assert "--workers: must be a positive integer, got 0" in capsys.readouterr().err
+    assert "--workers: must be an integer >= 1, got 0" in capsys.readouterr().err

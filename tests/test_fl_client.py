@@ -132,7 +132,7 @@ def test_departure_builds_the_method_named_and_refuses_a_late_joiner_leaving_in_
     assert departure("site-1", "natural", round=2) == Withdrawal("site-1", 2, "natural", {})
     with pytest.raises(ValueError, match="joined in round 4 is removed after training"):
         departure("site-1", "forsaken", round=2, joined=4)
-    with pytest.raises(ValueError, match="must be >= 0"):
+    with pytest.raises(ValueError, match="must be an integer >= 0"):
         Removal("site-1", "checkpoint", joined=-1)
     with pytest.raises(ValueError, match="method must be one of"):
         departure("site-1", "erase")

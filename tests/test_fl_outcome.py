@@ -60,7 +60,7 @@ def test_outcome_writes_its_three_files_with_retraining_beside_the_rate(tmp_path
     rate_line = next(line for line in summary.splitlines() if line.startswith("Forgetting rate"))
     assert "FR 76.50%" in rate_line  # the method's FR, and on the same line retraining's:
     assert "retraining from scratch on the same oracle: FR 21.25%" in rate_line
-    assert "| after | site-2 | - | not forgotten (rho_KS = 0.3) | - |" in summary
+    assert "| after | site-2 | - | - | not forgotten (rho_KS = 0.3) |" in summary
     assert "<html" in paths["report.html"].read_text().lower()
 
 

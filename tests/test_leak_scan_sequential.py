@@ -36,7 +36,7 @@ def test_the_sequential_p_value_by_hand():
     assert (ended.pvalue, ended.n_decoys, ended.rank) == (3 / 6, 5, 3)
     above_all = sequential_decoy_test(10.0, stream, h=3)
     assert above_all.pvalue == 1 / 9 and above_all.rank == 1
-    with pytest.raises(ValueError, match="at least 1"):
+    with pytest.raises(ValueError, match="must be an integer >= 1"):
         sequential_decoy_test(1.0, stream, h=0)
 
 

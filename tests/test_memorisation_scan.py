@@ -192,7 +192,7 @@ def test_scan_refuses_bad_rosters_without_repeating_names(probes):
         LeakScanConfig(test="z")
     with pytest.raises(ValueError, match=r"alpha must be in \(0, 1\)"):
         LeakScanConfig(alpha=1.0)
-    with pytest.raises(ValueError, match="decoys must be at least 1"):
+    with pytest.raises(ValueError, match="decoys must be an integer >= 1"):
         LeakScanConfig(decoys=0)
 
 

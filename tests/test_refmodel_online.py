@@ -141,7 +141,7 @@ def test_the_command_line_chooses_the_setting() -> None:
     from monai_forget.cli.audit_run import _auditor
 
     line = [
-        "audit", "reference", "--model", "m.pt", "--network", "mlp", "--query", "q.npz",
+        "audit", "refmodel", "--model", "m.pt", "--network", "mlp", "--query", "q.npz",
         "--members", "m.npz", "--nonmembers", "n.npz", "--recipe", "r.json", "--out", "o/",
     ]  # fmt: skip
     parser = build_parser()

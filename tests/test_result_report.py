@@ -182,6 +182,12 @@ def test_report_quotes_the_error_rates_of_the_matching_cell() -> None:
     assert {r["trainings"] for r in online["rows"]} == {15}
 
 
+def _rate(text: str) -> dict:
+    """A packaged measured rate (numbers) from how a report prints it."""
+    value, low, high = (float(x.strip("[],")) for x in text.split())
+    return {"count": 0, "draws": 100, "rate": value, "low": low, "high": high, "interval": "wilson"}
+
+
 def test_a_forgotten_decision_quotes_the_shifted_sites_cells_too(monkeypatch) -> None:
     """A "forgotten" answer quotes the false "forgotten" rate of every measured D_Q
     source, the shifted sites' too (issue 50: the auditor cannot tell which one D_Q
@@ -192,17 +198,17 @@ def test_a_forgotten_decision_quotes_the_shifted_sites_cells_too(monkeypatch) ->
     assert forgotten.decision == "forgotten"
     size = forgotten.details["units"]["query"]
 
-    def cell(source: str, share: float, rate: str) -> dict:
+    def cell(source: str, share: float, rate: dict) -> dict:
         return {"auditor": "refmodel", "design": "population", "dataset": "X", "source": source,
                 "share": share, "size": size, "margin": 0.5, "trainings": 5,
-                "forgotten": rate, "not_forgotten": "0.000 [0.000, 0.010]"}  # fmt: skip
+                "forgotten": rate, "not_forgotten": _rate("0.000 [0.000, 0.010]")}  # fmt: skip
 
     few = "other site, a few of its images trained on"
     cells = [
-        cell("same", 0.5, "0.020 [0.010, 0.040]"),
-        cell("same", 1.0, "0.000 [0.000, 0.010]"),
-        cell(few, 0.5, "0.070 [0.050, 0.100]"),
-        cell(few, 0.0, "0.900 [0.850, 0.930]"),  # a never-seen D_Q: "forgotten" is right
+        cell("same", 0.5, _rate("0.020 [0.010, 0.040]")),
+        cell("same", 1.0, _rate("0.000 [0.000, 0.010]")),
+        cell(few, 0.5, _rate("0.070 [0.050, 0.100]")),
+        cell(few, 0.0, _rate("0.900 [0.850, 0.930]")),  # a never-seen D_Q: "forgotten" is right
     ]
     monkeypatch.setattr(report, "_cells", lambda: cells)
     quoted = report.matching_error_rates(forgotten)
@@ -225,16 +231,16 @@ def test_an_audit_given_the_sites_images_quotes_the_cells_measured_so(monkeypatc
     remembered = _refmodel_result(1.5, "provider C")
     size = remembered.details["units"]["query"]
 
-    def cell(site: bool, rate: str) -> dict:
+    def cell(site: bool, rate: dict) -> dict:
         return {"auditor": "refmodel", "design": "population", "dataset": "X",
                 "source": "other site, trained on it", "share": 0.0, "size": size,
                 "margin": 0.5, "trainings": 5, "setting": "offline", "site": site,
-                "not_forgotten": rate, "forgotten": "0.000 [0.000, 0.010]"}  # fmt: skip
+                "not_forgotten": rate, "forgotten": _rate("0.000 [0.000, 0.010]")}  # fmt: skip
 
     monkeypatch.setattr(
         report,
         "_cells",
-        lambda: [cell(True, "0.040 [0.026, 0.061]"), cell(False, "0.3 [0.2, 0.4]")],
+        lambda: [cell(True, _rate("0.040 [0.026, 0.061]")), cell(False, _rate("0.3 [0.2, 0.4]"))],
     )
     given = remembered.adding(details={"site_images": 600})
     quoted = report.matching_error_rates(given)
@@ -258,15 +264,15 @@ def test_a_measured_error_above_alpha_is_flagged(monkeypatch) -> None:
     remembered = _refmodel_result(1.5, "provider C")
     assert remembered.details["alpha"] == 0.05
 
-    def cells(rate: str) -> list[dict]:
+    def cells(rate: dict) -> list[dict]:
         return [{"auditor": "refmodel", "design": "population", "dataset": "X",
                  "source": "same", "share": 0.0, "size": 50, "margin": 0.5, "trainings": 5,
-                 "not_forgotten": rate, "forgotten": "0.000 [0.000, 0.010]"}]  # fmt: skip
+                 "not_forgotten": rate, "forgotten": _rate("0.000 [0.000, 0.010]")}]  # fmt: skip
 
-    monkeypatch.setattr(report, "_cells", lambda: cells("0.080 [0.060, 0.100]"))
+    monkeypatch.setattr(report, "_cells", lambda: cells(_rate("0.080 [0.060, 0.100]")))
     flagged = report.matching_error_rates(remembered)["statement"]
     assert "at most 0.080 [0.060, 0.100]" in flagged and "ABOVE the audit's alpha 0.05" in flagged
-    monkeypatch.setattr(report, "_cells", lambda: cells("0.050 [0.030, 0.070]"))
+    monkeypatch.setattr(report, "_cells", lambda: cells(_rate("0.050 [0.030, 0.070]")))
     assert "ABOVE" not in report.matching_error_rates(remembered)["statement"]
 
 
@@ -309,7 +315,10 @@ def test_each_verdict_leads_with_one_plain_sentence():
     assert said["forgotten"] == (
         "The audit found no evidence that the model remembers the 40 images of provider E, and "
         f"their membership strength is at most {upper} of the known members' (95% confidence), "
-        "below the margin of 50%: forgotten."
+        "below the margin of 50%: forgotten. This stands against a shift the reference models "
+        "cannot see (the target alone scoring D_Q's site lower than they do), by up to "
+        f"{forgotten.details['hidden_shift_tolerance']:.2f} sd of the known non-members' "
+        "membership scores; a larger one could hide remembering."
     )
     assert said["inconclusive"].startswith("The audit cannot tell whether the model remembers "
                                            "the 40 images of provider D")  # fmt: skip

@@ -143,7 +143,7 @@ def test_load_recipe_from_json_and_module(tmp_path):
 def test_bad_recipe_arguments(digits):
     with pytest.raises(ValueError, match="optimizer"):
         SupervisedRecipe("mlp", optimizer="rmsprop")
-    with pytest.raises(ValueError, match="positive"):
+    with pytest.raises(ValueError, match="must be an integer >= 1"):
         SupervisedRecipe("mlp", steps=0)
     with pytest.raises(TypeError, match="recipe"):
         ShadowTrainer(object())

@@ -230,7 +230,7 @@ def test_fedavg_shadow_recipe_is_the_mean_of_local_fits() -> None:
     assert recipe.name.startswith("fedavg:") and recipe.name != FedAvgShadowRecipe(local, 3, 1).name
     with pytest.raises(ValueError, match="groups cannot fill"):
         FedAvgShadowRecipe(local, clients=13, rounds=1, group_of=patient_id).partition(data, 0)
-    with pytest.raises(ValueError, match="positive"):
+    with pytest.raises(ValueError, match="must be an integer >= 1"):
         FedAvgShadowRecipe(local, clients=0, rounds=1)
 
 
@@ -339,6 +339,6 @@ def test_an_audit_plan_refuses_an_unknown_auditor_before_any_training() -> None:
     minutes and then fails on a misspelt auditor."""
     from monai_forget.unlearning.evaluation import AuditPlan
 
-    with pytest.raises(ValueError, match=r"unknown auditors \['lira'\]; choose from"):
+    with pytest.raises(ValueError, match=r"unknown auditor 'lira': choose from refmodel, ema, ks"):
         AuditPlan(("ks", "lira"))
     assert AuditPlan(["refmodel"]).auditors == ("refmodel",)

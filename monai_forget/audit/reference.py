@@ -21,6 +21,7 @@ from monai_forget.audit.ema import EMAReference
 from monai_forget.audit.ks import KSReference
 from monai_forget.audit.refmodel_reference import RefModelReference
 from monai_forget.audit.result import AuditResult
+from monai_forget.auditor_registry import NAMES, auditor_kind
 from monai_forget.data import LabelledImages
 from monai_forget.fingerprint import data_fingerprint
 from monai_forget.results import Result, jsonable
@@ -29,8 +30,8 @@ __all__ = ["REFERENCE_VERSION", "AuditReference"]
 
 #: Format version of ``reference.json``.
 REFERENCE_VERSION = 1
-#: The auditors a reference can hold, by method name.
-METHODS = ("ks", "ema", "refmodel")
+#: The auditors a reference can hold, by name (its fields are named alike).
+METHODS = NAMES
 
 
 @dataclass(frozen=True)
@@ -135,10 +136,8 @@ class AuditReference(Result):
             query_size=int(data["query_size"]),
             query_fingerprint=data.get("query_fingerprint"),
             num_classes=data.get("num_classes"),
-            ks=KSReference.from_dict(data["ks"]) if "ks" in data else None,
-            ema=EMAReference.from_dict(data["ema"]) if "ema" in data else None,
             audited=audited,
-            refmodel=RefModelReference.from_dict(data["refmodel"]) if "refmodel" in data else None,
+            **{m: auditor_kind(m).reference.from_dict(data[m]) for m in METHODS if m in data},
             query_hashes=tuple(data["query_hashes"]) if "query_hashes" in data else None,
             query_copies=tuple(data.get("query_copies", ())),
         )

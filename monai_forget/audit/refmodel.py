@@ -42,11 +42,13 @@ Decision (three-way, :func:`refmodel_decision`), at level ``alpha`` and margin `
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.stats
 
+from monai_forget.audit.hidden_shift import hidden_shift_tolerance
 from monai_forget.audit.refmodel_calibration import (
     PERMUTATIONS,
     MembershipCalibration,
@@ -61,6 +63,7 @@ from monai_forget.audit.remembered_share import (
 )
 from monai_forget.audit.result import FORGOTTEN, INCONCLUSIVE, NOT_FORGOTTEN
 from monai_forget.audit.shift_check import ShiftCheck
+from monai_forget.checks import SHARE, UNIT, check_in
 from monai_forget.scores import check_probabilities
 
 __all__ = [
@@ -73,6 +76,7 @@ __all__ = [
     "auc",
     "both_designs",
     "calibrated_scores",
+    "check_margin",
     "logit_confidence",
     "membership_signal",
     "out_of_pair_logits",
@@ -150,8 +154,7 @@ def rmia_scores(
             f"{reference_p_mean.shape} reference probabilities for {target_p.shape} target "
             "probabilities; score the same samples with every model"
         )
-    if not 0.0 <= a <= 1.0:
-        raise ValueError(f"RMIA's offline coefficient a must be in [0, 1], got {a}")
+    check_in("RMIA's offline coefficient a", a, UNIT)
     marginal = (1 + a) / 2 * reference_p_mean + (1 - a) / 2
     return np.log(np.maximum(target_p, _TINY)) - np.log(np.maximum(marginal, _TINY))
 
@@ -258,6 +261,9 @@ class SetTest:
         needed: the size of D_Q, of the known members and of the known non-members
             (each with the others as they are) for :data:`PLANNING_POWER` to certify a
             wholly forgotten D_Q; ``inf`` where no size of that set is enough.
+        shift_tolerance: where the bound is below the margin, the largest hidden downward
+            shift of D_Q's scores (sd of the non-members' scores) under which it stays so
+            (:func:`~monai_forget.audit.hidden_shift.hidden_shift_tolerance`); else NaN.
     """
 
     pvalue: float
@@ -271,6 +277,15 @@ class SetTest:
     power_forgotten: float
     power_remembered: float
     needed: dict[str, float]
+    shift_tolerance: float = math.nan
+
+
+def check_margin(margin: float) -> float:
+    """The margin of membership strength, refused outside (0, 1] with its meaning."""
+    return check_in(
+        "margin", margin, SHARE, "the largest membership strength of D_Q, relative to the "
+        "known members, that still counts as forgotten, e.g. 0.5",
+    )  # fmt: skip
 
 
 def set_test(
@@ -281,6 +296,7 @@ def set_test(
     margin: float,
     n_resamples: int = PERMUTATIONS,
     seed: int = 0,
+    nonmember_scores: np.ndarray | None = None,
 ) -> SetTest:
     """Test D_Q against the known non-members and bound the share of it remembered.
 
@@ -298,10 +314,11 @@ def set_test(
     permutation test is exact whenever D_Q and the non-members are exchangeable.
 
     The membership strength and its upper bound are
-    :func:`~monai_forget.audit.remembered_share.share_bound` of the mapped values.
+    :func:`~monai_forget.audit.remembered_share.share_bound` of the mapped values; given
+    the known non-members' scores, a bound below the margin carries its hidden-shift
+    tolerance (:func:`~monai_forget.audit.hidden_shift.hidden_shift_tolerance`).
     """
-    if not 0.0 < margin <= 1.0:
-        raise ValueError(f"margin must be in (0, 1], got {margin}")
+    check_margin(margin)
     q = calibration(query)
     m, n = calibration.members, calibration.nonmembers
     pvalue = permutation_pvalue(
@@ -314,7 +331,7 @@ def set_test(
     )
     known = KnownSets.of(m, n)
     bound = share_bound(q, known, alpha)
-    return SetTest(
+    test = SetTest(
         pvalue=float(pvalue),
         query_mean=float(q.mean()),
         member_mean=known.member_mean,
@@ -327,6 +344,23 @@ def set_test(
         power_remembered=detection_power(known, q.size, alpha),
         needed=needed_sizes(known, q.size, margin, alpha, PLANNING_POWER),
     )
+    if nonmember_scores is None or refmodel_decision(test, alpha) != FORGOTTEN:
+        return test
+
+    def still_forgotten(scores: np.ndarray) -> bool:
+        mapped = calibration(scores)
+        upper = share_bound(mapped, known, alpha).upper
+        if not upper < margin:  # the cheap half first
+            return False
+        maps = calibration.query_maps(scores.size)
+        p = permutation_pvalue(
+            mapped, maps, n, calibration.nonmember_maps, n_resamples=n_resamples, seed=seed
+        )
+        shifted = replace(test, pvalue=float(p), share_upper=upper)
+        return refmodel_decision(shifted, alpha) == FORGOTTEN
+
+    tolerance = hidden_shift_tolerance(query, nonmember_scores, still_forgotten)
+    return replace(test, shift_tolerance=tolerance)
 
 
 def both_designs(first: str, second: str) -> str:

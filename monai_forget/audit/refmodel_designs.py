@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from monai_forget.audit.refmodel import both_designs
 from monai_forget.audit.result import (
     FORGOTTEN,
@@ -27,7 +29,15 @@ def _design(result: AuditResult) -> dict[str, Any]:
         "membership_strength_upper": d.get("membership_strength_upper"),
         "reference_setting": d.get("reference_setting"),
         "reason": d.get("reason"),
+        "hidden_shift_tolerance": d.get("hidden_shift_tolerance"),
     }
+
+
+def _tolerance(*designs: AuditResult) -> float:
+    """The joint "forgotten"'s hidden-shift tolerance: the smaller of the designs' (NaN
+    when either has none)."""
+    values = [r.details.get("hidden_shift_tolerance", "nan") for r in designs]
+    return float(np.min(np.asarray(values, dtype=np.float64)))
 
 
 def joint_answer(without: AuditResult, with_site: AuditResult, n_site: int) -> AuditResult:
@@ -87,6 +97,8 @@ def joint_answer(without: AuditResult, with_site: AuditResult, n_site: int) -> A
             "membership_strength_upper": upper,
             "reason": reason,
             "site_images": n_site,
+            # it stands only where both designs' "forgotten" stand
+            "hidden_shift_tolerance": _tolerance(without, with_site),
             "designs": {"without_site": _design(without), "with_site": _design(with_site)},
         },
         provenance=provenance,

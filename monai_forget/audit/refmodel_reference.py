@@ -3,6 +3,7 @@ audit of a target against it (statistics in :mod:`~monai_forget.audit.refmodel`)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,7 @@ from monai_forget.audit.refmodel import (
     MembershipCalibration,
     SetTest,
     auc,
+    check_margin,
     membership_signal,
     refmodel_decision,
     rmia_scores,
@@ -263,8 +265,9 @@ class RefModelReference:
             )
         calibration = MembershipCalibration.fit(scores["members"], scores["nonmembers"], seed)
         test = set_test(
-            scores["query"], calibration, alpha=self.alpha, margin=self.margin, seed=seed
-        )
+            scores["query"], calibration, alpha=self.alpha, margin=self.margin, seed=seed,
+            nonmember_scores=scores["nonmembers"],
+        )  # fmt: skip
         shift = self.shift()
         decision = self.decide(test, shift)
         n = {role: scores[role].size for role in ROLES}
@@ -301,6 +304,9 @@ class RefModelReference:
                 "query_auc_upper": separability.query_upper,
                 "power_forgotten": test.power_forgotten,
                 "power_remembered": test.power_remembered,
+                "hidden_shift_tolerance": (
+                    test.shift_tolerance if decision == FORGOTTEN else math.nan
+                ),
                 "needed_sizes": test.needed,
                 "shift_pvalue_query": shift.pvalue_query,
                 "shift_pvalue_members": shift.pvalue_members,
@@ -360,11 +366,7 @@ class RefModelReference:
 def check_levels(alpha: float, margin: float) -> None:
     """Refuse a level or margin outside its range, naming the fix."""
     check_fraction("alpha", alpha, "0.05")
-    if not 0.0 < margin <= 1.0:
-        raise ValueError(
-            f"margin must be in (0, 1], got {margin}: the largest membership strength of D_Q, "
-            "relative to the known members, that still counts as forgotten, e.g. 0.5"
-        )
+    check_margin(margin)
 
 
 def refmodel_rule(alpha: float, margin: float) -> str:
@@ -419,7 +421,7 @@ def decision_reason(
             f"{share_text(test.share)} of the known members' ({1 - alpha:.0%} upper bound "
             f"{bound}). Never-seen images of a site whose other images the target trained on "
             "score so too: if D_Q's site gave the target other data, audit again with that "
-            "site's other images (ReferenceModelAuditor's site=, audit reference --site-images)"
+            "site's other images (ReferenceModelAuditor's site=, audit refmodel --site-images)"
         )
     if decision == FORGOTTEN:
         return (

@@ -30,7 +30,10 @@ from monai_forget.audit.result import (
     bound_share,
     share_text,
 )
+from monai_forget.auditor_registry import AUDITORS
+from monai_forget.auditor_registry import NAMES as REGISTERED_NAMES
 from monai_forget.defaults import REFMODEL_ALPHA
+from monai_forget.rates import rate_text
 from monai_forget.reporting import figure_png, render_html, write_html
 from monai_forget.results import to_json
 
@@ -53,9 +56,8 @@ SOURCES = {
     ),
 }
 #: Which auditor decides a scenario when several ran (the calibrated one first).
-PRECEDENCE = ("refmodel", "ema", "ks")
-NAMES = {"refmodel": "reference models", "ks": "K-S (Liu & Tsaftaris 2020)",
-         "ema": "EMA (Huang et al. 2021)"}  # fmt: skip
+PRECEDENCE = REGISTERED_NAMES
+NAMES = {kind.name: kind.title for kind in AUDITORS}
 
 
 #: The benchmark that measures each (design, setting) of the reference models.
@@ -138,15 +140,16 @@ def matching_error_rates(result: AuditResult) -> dict[str, Any]:
             mine = [r for k, r in errors if k == kind]
             if not mine:
                 continue
-            worst = max(mine, key=lambda r, k=kind: float(r[k].split()[0]))
+            worst = max(mine, key=lambda r, k=kind: r[k]["rate"])
             what = '"forgotten"' if kind == "forgotten" else '"not forgotten" on never-seen sets'
             parts.append(
-                f"false {what} at most {worst[kind]} ({dataset}, {SOURCES.get(source, source)}, "
+                f"false {what} at most {rate_text(worst[kind])} ({dataset}, "
+                f"{SOURCES.get(source, source)}, "
                 f"|D_Q| {nearest}, {worst['trainings']} trainings)"
                 + (
                     f", ABOVE the audit's alpha {alpha:g}: the error is not shown to be "
                     "controlled there"
-                    if float(worst[kind].split()[0]) > alpha
+                    if worst[kind]["rate"] > alpha
                     else ""
                 )
             )
@@ -211,14 +214,22 @@ def _section(result: AuditResult) -> dict[str, Any]:
         ],
         "warnings": warnings,
         "tpr_at_low_fpr": low,
-        "rates": (
-            matching_error_rates(result)["rows"]
-            if result.method == "refmodel"
-            else measured_error_rates(result.method, result.sizes.get("query", 0))
-        ),
+        "rates": [
+            _displayed(row)
+            for row in (
+                matching_error_rates(result)["rows"]
+                if result.method == "refmodel"
+                else measured_error_rates(result.method, result.sizes.get("query", 0))
+            )
+        ],
         "breakdown": _breakdown(result),
         "provenance": to_json(result.provenance),
     }
+
+
+def _displayed(row: dict[str, Any]) -> dict[str, Any]:
+    """A measured cell with its rates as the report prints them."""
+    return {**row, **{k: rate_text(row[k]) for k in ("forgotten", "not_forgotten", "inconclusive")}}
 
 
 def _readable(value: Any) -> Any:
@@ -254,7 +265,7 @@ def plain_verdict(result: AuditResult) -> str:
             f"The audit found no evidence that the model remembers {what}, and their membership "
             f"strength is at most {share_text(d['membership_strength_upper'])} of the "
             f"known members' ({1 - d['alpha']:.0%} confidence), below the margin of "
-            f"{share_text(d['margin'])}: forgotten."
+            f"{share_text(d['margin'])}: forgotten.{result.hidden_shift_sentence()}"
         )
     if result.decision == NOT_FORGOTTEN:
         return (

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from monai_forget.audit.hidden_shift import tolerance_text
 from monai_forget.checks import check_choice
 from monai_forget.results import Result
 
@@ -138,7 +139,15 @@ class AuditResult(Result):
     def summary(self) -> str:
         """One sentence in plain words: what the test shows, never more (and a second
         when D_Q's copies were collapsed)."""
-        return self._verdict() + self._collapsed()
+        return self._verdict() + self.hidden_shift_sentence() + self._collapsed()
+
+    def hidden_shift_sentence(self) -> str:
+        """What a reference-model "forgotten" stands against: its hidden-shift tolerance
+        (:mod:`~monai_forget.audit.hidden_shift`), one leading space; else empty."""
+        if self.decision != FORGOTTEN or "hidden_shift_tolerance" not in self.details:
+            return ""
+        text = tolerance_text(float(self.details["hidden_shift_tolerance"]))
+        return f" {text}" if text else ""
 
     def _collapsed(self) -> str:
         exact = self.details.get("query_exact_copies", 0)

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from monai_forget.checks import COUNT, check_in
 from monai_forget.data import LabelledImages
 
 __all__ = ["labelled_images", "select"]
@@ -87,8 +88,7 @@ def select(
             and (drop_sites is None or str(e["site"]) not in drop_sites)
         ]
     if max_per_class is not None:
-        if int(max_per_class) < 1:
-            raise ValueError(f"max_per_class must be a positive integer, got {max_per_class}")
+        check_in("max_per_class", int(max_per_class), COUNT)
         before = len(entries)
         entries = _subsample_patients(entries, int(max_per_class), seed, name)
         if len(entries) < before:  # a bounded run says what it left out

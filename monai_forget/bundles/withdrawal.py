@@ -19,11 +19,9 @@ from torch import nn
 from monai_forget.audit import (
     AuditReference,
     AuditResult,
-    EMAAuditor,
-    KSAuditor,
-    ReferenceModelAuditor,
     write_report,
 )
+from monai_forget.auditor_registry import auditor_kind, kind_of
 from monai_forget.bundles.datalist import entry_id
 from monai_forget.bundles.weights import check_outputs
 from monai_forget.data import LabelledImages
@@ -99,16 +97,7 @@ class WithdrawalAudit:
         self.reference: AuditReference | None = None
 
     def _methods(self) -> list[str]:
-        methods = []
-        for auditor in self.auditors:
-            if isinstance(auditor, ReferenceModelAuditor):
-                methods.append("refmodel")
-            elif isinstance(auditor, KSAuditor):
-                methods.append("ks")
-            elif isinstance(auditor, EMAAuditor):
-                methods.append("ema")
-            else:
-                raise TypeError(f"unsupported auditor {type(auditor).__name__}")
+        methods = [kind_of(auditor).name for auditor in self.auditors]
         if len(set(methods)) != len(methods):
             raise ValueError(f"one auditor per method, got {methods}")
         return methods
@@ -131,7 +120,7 @@ class WithdrawalAudit:
         if self.papers_calibration is not None:
             whole = self.papers_calibration
         for method, auditor in zip(self._methods(), self.auditors, strict=True):
-            calibration = pair if method == "refmodel" else whole
+            calibration = pair if auditor_kind(method).calibration == "known" else whole
             results[method] = auditor.audit(self.target, self.query, calibration, label=label)
             references[method] = auditor.reference_
         self.results = list(results.values())

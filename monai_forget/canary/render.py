@@ -23,6 +23,7 @@ from monai_forget.canary.font import (
     glyph,
     unsupported_characters,
 )
+from monai_forget.checks import COUNT, SHARE, Interval, check_in
 
 if TYPE_CHECKING:
     import torch
@@ -41,9 +42,7 @@ def _is_tensor(value: object) -> bool:
 
 
 def _check_scale(scale: int) -> int:
-    if isinstance(scale, bool) or not isinstance(scale, (int, np.integer)) or scale < 1:
-        raise ValueError(f"scale must be a positive integer, got {scale!r}")
-    return int(scale)
+    return int(check_in("scale", scale, COUNT))
 
 
 def text_shape(n_chars: int, scale: int = 1) -> tuple[int, int]:
@@ -92,8 +91,7 @@ def scale_for_height(fraction: float, image_height: int) -> int:
         ValueError: ``fraction`` is not in (0, 1] or the image is too short for even
             scale 1 at that fraction.
     """
-    if not 0 < fraction <= 1:
-        raise ValueError(f"height fraction must be in (0, 1], got {fraction}")
+    check_in("height fraction", fraction, SHARE)
     scale = int(fraction * image_height) // GLYPH_HEIGHT
     if scale < 1:
         raise ValueError(
@@ -105,8 +103,7 @@ def scale_for_height(fraction: float, image_height: int) -> int:
 
 def random_text(length: int, rng: np.random.Generator | int | None = None) -> str:
     """Random capital letters, for a random-text control of the same length."""
-    if length < 1:
-        raise ValueError("length must be at least 1")
+    check_in("length", length, COUNT)
     rng = np.random.default_rng(rng)
     return "".join(rng.choice(list(RANDOM_TEXT_ALPHABET), size=length))
 
@@ -125,13 +122,13 @@ def random_patch(
             feature); default: each pixel independently with probability 0.5.
     """
     height, width = shape
-    if height < 1 or width < 1:
-        raise ValueError(f"patch shape must be positive, got {shape}")
+    check_in("patch height", height, COUNT)
+    check_in("patch width", width, COUNT)
     rng = np.random.default_rng(rng)
     if n_on is None:
         return rng.random((height, width)) < 0.5
-    if not 0 <= n_on <= height * width:
-        raise ValueError(f"n_on={n_on} does not fit a {height}x{width} patch")
+    check_in("n_on", n_on, Interval(0, height * width, "both", integer=True),
+             f"the pixels of a {height}x{width} patch")  # fmt: skip
     flat = np.zeros(height * width, dtype=bool)
     flat[rng.choice(height * width, size=n_on, replace=False)] = True
     return flat.reshape(height, width)

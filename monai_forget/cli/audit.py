@@ -1,4 +1,5 @@
-"""``monai-forget audit reference|ks|ema``: withdrawal audit of a model file.
+"""``monai-forget audit refmodel|ks|ema``: withdrawal audit of a model file (the auditors
+of :mod:`monai_forget.auditor_registry`, one sub-command each).
 
 Exit codes (for pipelines): 0 forgotten, 3 not forgotten, 4 inconclusive (reference
 models only), 2 a usage error.
@@ -9,6 +10,7 @@ from __future__ import annotations
 import argparse
 
 from monai_forget import defaults
+from monai_forget.auditor_registry import AUDITORS, NAMES, RENAMED
 from monai_forget.cli.audit_run import EXIT_CODES, run
 from monai_forget.cli.options import (
     add_model_arguments,
@@ -54,19 +56,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Withdrawal audit of a model file. Exit codes: 0 forgotten, 3 not "
         "forgotten, 4 inconclusive, 2 usage error.",
     )
-    methods = parser.add_subparsers(dest="method", required=True)
-    ref = methods.add_parser(
-        "reference",
-        help="reference models: a bound on D_Q's membership strength relative to the known "
-        "members and a three-way decision (the recommended audit)",
-        description="Score D_Q against reference models trained by the recipe on data that "
-        "never includes it (RMIA offline), test it against the target's known non-members, "
-        "bound D_Q's membership strength relative to the known members (0 %% like never-seen "
-        "data, 100 %% like the members), and decide: not forgotten (evidence of "
-        "remembering), forgotten (the bound is below --margin) or inconclusive (with what "
-        "is short).",
+    methods = parser.add_subparsers(
+        dest="method", required=True, metavar="{" + ",".join((*NAMES, "verify")) + "}"
     )
-    _common(ref, calibration=False)
+    for kind in AUDITORS:
+        sub = methods.add_parser(
+            kind.name, help=kind.summary, description=DESCRIPTIONS.get(kind.name, kind.summary)
+        )
+        _common(sub, calibration=kind.calibration == "whole")
+        OPTIONS[kind.name](sub)
+    for old in RENAMED:  # refused with the name to use (audit_run.run)
+        retired = methods.add_parser(old, add_help=False, prefix_chars="\0")
+        retired.add_argument("given", nargs="*", help=f"renamed: use {RENAMED[old]}")
+    parser.set_defaults(func=run)
+    from monai_forget.cli import audit_verify
+
+    audit_verify.register(methods)
+
+
+#: What ``audit NAME --help`` says beyond the registry's one line.
+DESCRIPTIONS = {
+    "refmodel": "Score D_Q against reference models trained by the recipe on data that "
+    "never includes it (RMIA offline), test it against the target's known non-members, "
+    "bound D_Q's membership strength relative to the known members (0 %% like never-seen "
+    "data, 100 %% like the members), and decide: not forgotten (evidence of "
+    "remembering), forgotten (the bound is below --margin) or inconclusive (with what "
+    "is short).",
+}
+
+
+def _refmodel_options(ref: argparse.ArgumentParser) -> None:
     ref.add_argument(
         "--members", required=True, help="samples the target is known to have trained on"
     )
@@ -137,15 +156,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "include D_Q and the scored known sets (RMIA online: more power, new models for "
         "every query set; docs/reference_auditor.md) (default %(default)s)",
     )
-    ks = methods.add_parser("ks", help="K-S calibrated ratio (Liu & Tsaftaris 2020)")
-    _common(ks, calibration=True)
-    ema = methods.add_parser("ema", help="Ensembled Membership Auditing (Huang et al. 2021)")
-    _common(ema, calibration=True)
-    _ema_options(ema)
-    parser.set_defaults(func=run)
-    from monai_forget.cli import audit_verify
-
-    audit_verify.register(methods)
 
 
 def _ema_options(ema: argparse.ArgumentParser) -> None:
@@ -181,3 +191,7 @@ def _ema_options(ema: argparse.ArgumentParser) -> None:
         "own outputs and applied by predicted class, Student's test (overrides --test, "
         "--threshold-by, --calibration-outputs and --metrics)",
     )
+
+
+#: Each auditor's own options (beyond the shared ones), by registry name.
+OPTIONS = {"refmodel": _refmodel_options, "ks": lambda parser: None, "ema": _ema_options}

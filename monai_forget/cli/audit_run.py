@@ -1,4 +1,4 @@
-"""What ``monai-forget audit reference|ks|ema`` does once parsed
+"""What ``monai-forget audit refmodel|ks|ema`` does once parsed
 (:mod:`monai_forget.cli.audit` builds the parser): load the model and the sets, build the
 auditor, audit, write ``result.json`` and ``report.html``, exit with the decision's code."""
 
@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+from monai_forget.auditor_registry import auditor_kind
 from monai_forget.cli.options import load_model_from_args, load_set
 
 #: The exit code of each decision (a usage error is 2).
@@ -18,7 +19,7 @@ EXIT_CODES = {"forgotten": 0, "not forgotten": 3, "inconclusive": 4}
 def _auditor(args: argparse.Namespace, options: dict):
     from monai_forget.audit import EMAAuditor, KSAuditor, ReferenceModelAuditor
 
-    if args.method == "reference":
+    if args.method == "refmodel":
         return ReferenceModelAuditor(
             **options,
             n_references=args.references,
@@ -48,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from monai_forget.io import check_writable
     from monai_forget.recipe_files import load_recipe
 
+    auditor_kind(args.method)  # a renamed auditor: refused with the name to use
     out = Path(args.out)
     result_path = check_writable(out / "result.json", args.overwrite)
     report_path = check_writable(out / "report.html", args.overwrite)
@@ -79,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
 def _calibration(args: argparse.Namespace) -> tuple:
     """The auditor's calibration data (D_C, or the known members and non-members) and the
     reference-model audit's optional sets (its reference population, D_Q's site)."""
-    if args.method != "reference":
+    if auditor_kind(args.method).calibration == "whole":
         return load_set(
             args.calibration, args.calibration_split, "calibration set D_C (--calibration)"
         ), {}

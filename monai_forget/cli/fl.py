@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import argparse
 
+from monai_forget import defaults
+from monai_forget.auditor_registry import AUDITORS, NAMES
 from monai_forget.cli.fl_run import run_poc, run_simulate
-from monai_forget.cli.options import add_run_arguments
+from monai_forget.cli.options import add_run_arguments, auditor_name
 from monai_forget.defaults import FORSAKEN_GENERATOR, RETRAINED_MODELS
-
-DATASETS = ("acdc", "acdc-features", "pneumoniamnist", "mnist")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -60,8 +60,8 @@ def _add_options(sim: argparse.ArgumentParser, out_required: bool = True) -> Non
     data = sim.add_argument_group("data (from $MONAI_FORGET_DATA, default ../shared/data)")
     data.add_argument(
         "--data",
-        choices=DATASETS,
-        default="acdc",
+        choices=defaults.FL_DATASETS,
+        default=defaults.FL_DATA,
         help="acdc: providers are disjoint patient groups (pathology, 5 classes, 32x32 "
         "slices); acdc-features: the same groups, one sample per patient (clinical "
         "features of its ED/ES masks, all 100 patients); pneumoniamnist / mnist: random "
@@ -70,17 +70,22 @@ def _add_options(sim: argparse.ArgumentParser, out_required: bool = True) -> Non
     data.add_argument(
         "--clients",
         type=int,
-        default=3,
+        default=defaults.FL_CLIENTS,
         help="number of providers, at least 2 (default %(default)s)",
     )
     data.add_argument(
         "--patients-per-class",
         type=int,
         default=None,
-        help="acdc / acdc-features: patients of each class per provider (default 1 / 3)",
+        help="acdc / acdc-features: patients of each class per provider (default "
+        + " / ".join(str(n) for n in defaults.FL_PATIENTS_PER_CLASS.values())
+        + ")",
     )
     data.add_argument(
-        "--size", type=int, default=32, help="acdc: slice height and width (default %(default)s)"
+        "--size",
+        type=int,
+        default=defaults.FL_SLICE_SIZE,
+        help="acdc: slice height and width (default %(default)s)",
     )
     data.add_argument(
         "--no-centre",
@@ -90,7 +95,7 @@ def _add_options(sim: argparse.ArgumentParser, out_required: bool = True) -> Non
     data.add_argument(
         "--per-client",
         type=int,
-        default=200,
+        default=defaults.FL_PER_CLIENT,
         help="pneumoniamnist / mnist: samples per provider (default %(default)s)",
     )
     data.add_argument(
@@ -100,21 +105,30 @@ def _add_options(sim: argparse.ArgumentParser, out_required: bool = True) -> Non
         "into the withdrawing provider's images",
     )
     train = sim.add_argument_group("federated training")
-    train.add_argument("--rounds", type=int, default=9, help="FedAvg rounds (default %(default)s)")
     train.add_argument(
-        "--local-steps", type=int, default=50, help="local steps per round (default %(default)s)"
+        "--rounds", type=int, default=defaults.FL_ROUNDS, help="FedAvg rounds (default %(default)s)"
     )
     train.add_argument(
-        "--hidden", default="128", help="MLP hidden widths, comma-separated (default %(default)s)"
+        "--local-steps",
+        type=int,
+        default=defaults.FL_LOCAL_STEPS,
+        help="local steps per round (default %(default)s)",
+    )
+    train.add_argument(
+        "--hidden",
+        default=",".join(map(str, defaults.FL_HIDDEN)),
+        help="MLP hidden widths, comma-separated (default %(default)s)",
     )
     leave = sim.add_argument_group("withdrawal")
     leave.add_argument(
-        "--withdraw", default="site-1", help="withdrawing provider (default %(default)s)"
+        "--withdraw",
+        default=defaults.FL_WITHDRAWING,
+        help="withdrawing provider (default %(default)s)",
     )
     leave.add_argument(
         "--withdraw-round",
         type=int,
-        default=7,
+        default=defaults.FL_WITHDRAW_ROUND,
         help="0-based round of the withdrawal (default %(default)s)",
     )
     leave.add_argument(
@@ -159,13 +173,14 @@ def _add_options(sim: argparse.ArgumentParser, out_required: bool = True) -> Non
     leave.add_argument(
         "--auditors",
         nargs="+",
-        choices=("refmodel", "ks", "ema"),
+        type=auditor_name,
+        metavar="{" + ",".join(NAMES) + "}",
         default=None,
-        help="withdrawal auditors run on the withdrawn and the remaining provider: refmodel "
-        "(reference models, three-way decision; its known members are the providers that "
-        "stayed other than the one audited, so it needs 3 or more providers), ks (Liu & "
-        "Tsaftaris 2020), ema (Huang et al. 2021) (default: all three; ks and ema with 2 "
-        "providers)",
+        help="withdrawal auditors run on the withdrawn and the remaining provider: "
+        + "; ".join(f"{k.name}: {k.summary}" for k in AUDITORS)
+        + " (the reference models' known members are the providers that stayed other than "
+        "the one audited, so they need 3 or more providers) (default: all; ks and ema with "
+        "2 providers)",
     )
     leave.add_argument(
         "--retrained",

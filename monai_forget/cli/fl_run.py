@@ -7,25 +7,37 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-
-def _check(args: argparse.Namespace) -> None:
-    """Refuse bad options before loading data or starting FLARE (the library's rules)."""
-    from monai_forget.fl.run import check_withdrawal, default_auditors
-
-    if args.auditors is None:
-        args.auditors = list(default_auditors(args.clients))
-    sites = [f"site-{i + 1}" for i in range(args.clients)]
-    remaining = [args.remaining] if args.remaining else None
-    check_withdrawal(sites, args.withdraw, remaining, args.auditors, args.retrained)
-    if args.site_signature and args.data.startswith("acdc"):
-        raise ValueError(
-            "--site-signature is a constructed scenario for pneumoniamnist / mnist; ACDC "
-            "providers differ by their patients"
-        )
+from monai_forget.defaults import FORSAKEN_GENERATOR
 
 
-def _or(value: int | None, default: int) -> int:
-    return default if value is None else value
+def setup_from(args: argparse.Namespace):
+    """The :class:`~monai_forget.fl.withdrawal_setup.FederatedWithdrawal` the options
+    describe (checked when built: before any data is read or FLARE starts)."""
+    from monai_forget.fl.withdrawal_setup import FederatedWithdrawal
+
+    return FederatedWithdrawal(
+        data=args.data,
+        clients=args.clients,
+        patients_per_class=args.patients_per_class,
+        size=args.size,
+        centre=not args.no_centre,
+        per_client=args.per_client,
+        site_signature=args.site_signature,
+        rounds=args.rounds,
+        local_steps=args.local_steps,
+        hidden=[int(h) for h in args.hidden.split(",") if h.strip()],
+        withdraw=args.withdraw,
+        method=args.method,
+        withdraw_round=args.withdraw_round,
+        site_joins=args.site_joins,
+        generator={n: getattr(args, n) for n in FORSAKEN_GENERATOR},
+        remaining=args.remaining,
+        auditors=args.auditors,
+        retrained=args.retrained,
+        seed=args.seed,
+        device=args.device,
+        backend=args.backend,
+    )
 
 
 def run_simulate(args: argparse.Namespace) -> int:
@@ -33,94 +45,19 @@ def run_simulate(args: argparse.Namespace) -> int:
 
     from monai_forget.cli import UserError
 
-    _check(args)
+    setup = setup_from(args)
     try:
         import nvflare  # noqa: F401
     except ImportError as err:  # pragma: no cover - depends on the install
         raise UserError("NVIDIA FLARE is not installed: pip install 'monai-forget[fl]'") from err
     from monai_forget.fl.job import WithdrawalError
-    from monai_forget.fl.outcome import check_outputs
-    from monai_forget.fl.poc import DeploymentError, check_ports_free
-    from monai_forget.fl.run import (
-        acdc_feature_federation,
-        acdc_federation,
-        mlp_config,
-        sample_federation,
-        simulate_withdrawal,
-    )
-    from monai_forget.fl.spec import departure
-    from monai_forget.unlearning.evaluation import AuditPlan
+    from monai_forget.fl.poc import DeploymentError
 
-    out = Path(args.out)
-    check_outputs(out, args.overwrite)  # before any data is read or model trained
-    if args.backend == "poc":
-        try:
-            check_ports_free()  # before any data is read or model trained
-        except DeploymentError as err:
-            raise UserError(str(err)) from err
-    generator = (
-        {
-            "iterations": args.iterations,
-            "drift_weight": args.drift_weight,
-            "step_weight": args.step_weight,
-            "device": args.device,
-        }
-        if args.method == "forsaken"
-        else {}
-    )
-    withdrawal = departure(
-        args.withdraw,
-        args.method,
-        round=args.withdraw_round,
-        joined=args.site_joins,
-        generator=generator,
-    )
-    if args.data == "acdc":
-        federation = acdc_federation(
-            size=args.size,
-            n_clients=args.clients,
-            patients_per_class=_or(args.patients_per_class, 1),
-            centre=not args.no_centre,
-            seed=args.seed,
-        )
-    elif args.data == "acdc-features":
-        federation = acdc_feature_federation(
-            n_clients=args.clients,
-            patients_per_class=_or(args.patients_per_class, 3),
-            seed=args.seed,
-        )
-    else:
-        federation = sample_federation(
-            args.data,
-            n_clients=args.clients,
-            per_client=args.per_client,
-            signed=args.withdraw if args.site_signature else None,
-            seed=args.seed,
-        )
-    config = mlp_config(
-        federation,
-        hidden=[int(h) for h in args.hidden.split(",") if h.strip()],
-        rounds=args.rounds,
-        local_steps=args.local_steps,
-        seed=args.seed,
-    )
-    torch.set_num_threads(1)
+    torch.set_num_threads(1)  # FLARE's clients share this process's cores
     try:
-        outcome = simulate_withdrawal(
-            federation,
-            config,
-            withdrawal,
-            out / "workspace",
-            remaining=[args.remaining] if args.remaining else None,
-            plan=AuditPlan(
-                args.auditors, seed=args.seed, device=args.device, cache_dir=out / "cache"
-            ),
-            backend=args.backend,
-            retrained=args.retrained,
-        )
+        outcome, paths = setup.run(args.out, overwrite=args.overwrite)
     except (DeploymentError, WithdrawalError) as err:  # the run's own failure, told plainly
         raise UserError(str(err)) from err
-    paths = outcome.write(out, overwrite=args.overwrite, data=args.data, seed=args.seed)
     run = outcome.run
     print(outcome.summary())
     print(

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from monai_forget.checks import COUNT, INDEX, PARAMETERS, Interval
 from monai_forget.defaults import BATCH_SIZE, DEVICE, SEED
 
 if TYPE_CHECKING:  # torch is imported only when a command runs
@@ -17,12 +19,35 @@ if TYPE_CHECKING:  # torch is imported only when a command runs
     from monai_forget.data import LabelledImages
 
 
-def positive_int(text: str) -> int:
-    """An ``argparse`` type: an integer of at least 1."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
+def interval_type(interval: Interval) -> Callable[[str], int | float]:
+    """An ``argparse`` type of the numbers in ``interval`` (the library's declared range:
+    the command line refuses what the library would, with the same words)."""
+
+    def parse(text: str) -> int | float:
+        value = int(text) if interval.integer else float(text)
+        if value not in interval:
+            raise argparse.ArgumentTypeError(f"must be {interval}, got {value}")
+        return value
+
+    parse.__name__ = "integer" if interval.integer else "number"  # argparse's "invalid ..."
+    return parse
+
+
+#: An ``argparse`` type: an integer of at least 1.
+positive_int = interval_type(COUNT)
+#: An ``argparse`` type: an integer of at least 0.
+index_int = interval_type(INDEX)
+
+
+def auditor_name(text: str) -> str:
+    """An ``argparse`` type: a withdrawal auditor's name (a renamed one is refused with
+    the name to use)."""
+    from monai_forget.auditor_registry import auditor_kind
+
+    try:
+        return auditor_kind(text).name
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
 
 
 def text_value(text: str) -> float | str:
@@ -135,7 +160,7 @@ def add_run_arguments(
     if batch_size:
         parser.add_argument(
             "--batch-size",
-            type=int,
+            type=interval_type(PARAMETERS["batch_size"]),
             default=BATCH_SIZE,
             help="samples per forward pass (default %(default)s)",
         )

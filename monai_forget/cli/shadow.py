@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import argparse
 
-from monai_forget.cli.options import add_recipe_arguments, add_run_arguments, positive_int
-
-
-def _index(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
+from monai_forget.cli.options import (
+    add_recipe_arguments,
+    add_run_arguments,
+    index_int,
+    positive_int,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -38,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--data", required=True, help="image folder, .npz or datalist .json")
     train.add_argument("--data-split", help="split of a MedMNIST-layout .npz")
     train.add_argument(
-        "--index", type=_index, required=True, help="first job (e.g. $SLURM_ARRAY_TASK_ID)"
+        "--index", type=index_int, required=True, help="first job (e.g. $SLURM_ARRAY_TASK_ID)"
     )
     train.add_argument(
         "--count",

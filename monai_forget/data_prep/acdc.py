@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from monai_forget.checks import Interval, check_in
 from monai_forget.data.acdc import acdc_label
 from monai_forget.data_prep.tables import read_text_lines
 
@@ -85,6 +86,6 @@ def read_info(path: str | Path) -> Info:
     )
     acdc_label(info.group, str(path))
     for key, frame in (("ED", info.ed), ("ES", info.es)):
-        if not 1 <= frame <= info.nb_frame:
-            raise ValueError(f"{path}: {key} = {frame} is outside 1..NbFrame ({info.nb_frame})")
+        check_in(f"{path}: {key}", frame, Interval(1, info.nb_frame, "both", integer=True),
+                 "a frame of NbFrame")  # fmt: skip
     return info

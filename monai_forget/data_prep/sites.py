@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from monai_forget.checks import COUNT, check_in
 from monai_forget.data_prep.tables import read_csv_rows, read_id_lines
 
 SITE_MAP = "site-map"
@@ -134,8 +135,8 @@ class SiteSpec:
             raise ValueError(f"choose one provider option, not {' and '.join(chosen)}")
         if self.other_site is not None and not self.providers:
             raise ValueError("--other-site only applies together with --provider")
-        if self.random_sites is not None and self.random_sites < 1:
-            raise ValueError(f"--random-sites must be at least 1, got {self.random_sites}")
+        if self.random_sites is not None:
+            check_in("--random-sites", self.random_sites, COUNT)
 
     @property
     def method(self) -> str:

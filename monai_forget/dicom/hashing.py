@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import os
+
+from monai_forget.checks import Interval, check_in
+
+#: A salt's length in bytes: enough that the hash resists guessing.
+SALT_BYTES = Interval(8, math.inf, "left", integer=True)
 
 
 class TextHasher:
@@ -23,8 +29,8 @@ class TextHasher:
     def __init__(self, salt: bytes | str | None = None, plain_text: bool = False) -> None:
         if isinstance(salt, str):
             salt = salt.encode("utf-8")
-        if salt is not None and len(salt) < 8:
-            raise ValueError("salt must be at least 8 bytes long so the hash resists guessing")
+        if salt is not None:
+            check_in("the salt's length (bytes)", len(salt), SALT_BYTES)
         self._salt = salt if salt is not None else os.urandom(32)
         self.plain_text = plain_text
         self.salt_source = "random per run (not stored)" if salt is None else "user-supplied"

@@ -24,6 +24,7 @@ from monai_forget.canary.lettering import (
     TrueTypeLettering,
     as_lettering,
 )
+from monai_forget.checks import Interval
 from monai_forget.dicom.errors import InjectionError
 
 
@@ -165,7 +166,7 @@ def check_frames(frames: Sequence[int] | None, n_frames: int) -> list[int] | Non
     """
     if frames is None:
         return None
-    bad = [f for f in frames if not 0 <= f < n_frames]
+    bad = [f for f in frames if f not in Interval(0, n_frames - 1, "both", integer=True)]
     if bad or not frames:
         raise InjectionError(
             f"frames {list(frames)} are not valid for a {n_frames}-frame image; "

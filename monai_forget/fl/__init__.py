@@ -19,6 +19,9 @@ federated-learning engine, NVIDIA FLARE (``pip install 'monai-forget[fl]'``):
 - :mod:`~monai_forget.fl.run`: the real-data federations (ACDC patient providers,
   PneumoniaMNIST partitions) and :func:`simulate_withdrawal`, a FLARE run plus its
   forgetting rate, audits and accuracies (``monai-forget fl simulate``);
+- :mod:`~monai_forget.fl.withdrawal_setup`: :class:`FederatedWithdrawal`, the whole
+  withdrawal (federation, training, departure, audits) set up once and checked when
+  built, which ``fl simulate`` builds from its options and a Python user builds alike;
 - :mod:`~monai_forget.fl.erase`: a site removed after training, from what the server
   kept: FedEraser as a second FLARE job (:func:`run_federaser`), retraining from the
   checkpoint of the round a late site joined in (:func:`run_from_checkpoint`), or
@@ -57,6 +60,7 @@ from monai_forget.fl.spec import (
     load_tensors,
     save_tensors,
 )
+from monai_forget.fl.withdrawal_setup import FederatedWithdrawal
 from monai_forget.unlearning.evaluation import AuditPlan
 
 __all__ = [
@@ -69,6 +73,7 @@ __all__ = [
     "FederatedClient",
     "FederatedConfig",
     "FederatedRun",
+    "FederatedWithdrawal",
     "JobSpec",
     "Removal",
     "Reply",

@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from monai_forget.checks import check_parameter
 from monai_forget.data import LabelledImages
 from monai_forget.fl.job import FederatedRun, run_federated
 from monai_forget.fl.spec import FederatedConfig, Removal, Schedule, save_tensors
@@ -78,8 +79,7 @@ def run_federaser(
     Raises:
         ValueError: the run kept no history, an unknown site, or a ratio outside (0, 1].
     """
-    if not 0 < calibration_ratio <= 1:
-        raise ValueError(f"calibration_ratio must be in (0, 1], got {calibration_ratio}")
+    check_parameter("calibration_ratio", calibration_ratio)
     history = _kept_history(trained, withdrawn)
     from monai_forget.fl.aggregator import FedEraserCalibration
 

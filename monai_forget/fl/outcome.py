@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from monai_forget.auditor_registry import AUDITORS
 from monai_forget.fl.job import FederatedRun
 from monai_forget.io import atomic_write, check_writable
 from monai_forget.results import write_json
@@ -108,14 +109,17 @@ class WithdrawalOutcome:
                 f"on its data: {versus.summary()}",
                 "",
             ]
-        lines += ["| stage | provider | reference models | K-S | EMA |", "|---|---|---|---|---|"]
+        lines += [
+            "| stage | provider | " + " | ".join(k.title for k in AUDITORS) + " |",
+            "|---|---|" + "---|" * len(AUDITORS),
+        ]
         stay = [s for (stage, s, _m) in ev.audits if stage == "after" and s != withdrawn]
         # the first remaining provider audited, if any (no auditors: no audit rows)
         rows = [("before", withdrawn), ("after", withdrawn), *[("after", s) for s in stay[:1]]]
         for stage, site in rows:
             cells = []
-            for method in ("refmodel", "ks", "ema"):
-                a = ev.audits.get((stage, site, method))
+            for kind in AUDITORS:
+                a = ev.audits.get((stage, site, kind.name))
                 cells.append(
                     "-" if a is None else f"{a.decision} ({a.statistic_name} = {a.statistic:.3g})"
                 )

@@ -58,11 +58,9 @@ def login_timeout(clients: int, load: float | None = None, cores: int | None = N
     2 of 4 runs on 2 cores with the test suite running beside it (the server was up, but
     slow to answer). 30 s plus 2 s per client, times the load per core when above 1
     (``load``: the 1-minute load average, default this machine's)."""
-    from monai_forget.processes import available_cores
+    from monai_forget.processes import load_per_core
 
-    load = os.getloadavg()[0] if load is None else load
-    per_core = load / (cores or available_cores())
-    return (30.0 + 2.0 * clients) * max(1.0, per_core)
+    return (30.0 + 2.0 * clients) * load_per_core(load, cores)
 
 
 class DeploymentError(RuntimeError):

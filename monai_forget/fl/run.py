@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from monai_forget import defaults
+from monai_forget.auditor_registry import AUDITORS, auditor_kind
 from monai_forget.data import LabelledImages
 from monai_forget.defaults import FORSAKEN_GENERATOR
 from monai_forget.fl.job import run_federated
@@ -56,9 +58,9 @@ DEFAULT_GENERATOR: Mapping[str, Any] = dict(FORSAKEN_GENERATOR)  # picklable for
 def acdc_federation(
     root: str | os.PathLike | None = None,
     *,
-    size: int = 32,
-    n_clients: int = 3,
-    patients_per_class: int = 1,
+    size: int = defaults.FL_SLICE_SIZE,
+    n_clients: int = defaults.FL_CLIENTS,
+    patients_per_class: int = defaults.FL_PATIENTS_PER_CLASS["acdc"],
     centre: bool = True,
     seed: int = 0,
     data: LabelledImages | None = None,
@@ -88,8 +90,8 @@ def acdc_federation(
 def acdc_feature_federation(
     root: str | os.PathLike | None = None,
     *,
-    n_clients: int = 3,
-    patients_per_class: int = 3,
+    n_clients: int = defaults.FL_CLIENTS,
+    patients_per_class: int = defaults.FL_PATIENTS_PER_CLASS["acdc-features"],
     seed: int = 0,
     data: LabelledImages | None = None,
 ) -> Federation:
@@ -123,8 +125,8 @@ def sample_federation(
     name: str,
     root: str | os.PathLike | None = None,
     *,
-    n_clients: int = 3,
-    per_client: int = 200,
+    n_clients: int = defaults.FL_CLIENTS,
+    per_client: int = defaults.FL_PER_CLIENT,
     signed: str | None = None,
     label_skew: Sequence[float] | None = None,
     seed: int = 0,
@@ -154,9 +156,9 @@ def sample_federation(
 def mlp_config(
     federation: Federation,
     *,
-    hidden: Sequence[int] = (128,),
-    rounds: int = 9,
-    local_steps: int = 50,
+    hidden: Sequence[int] = defaults.FL_HIDDEN,
+    rounds: int = defaults.FL_ROUNDS,
+    local_steps: int = defaults.FL_LOCAL_STEPS,
     seed: int = 0,
 ) -> FederatedConfig:
     """FedAvg of an MLP sized for the federation's images and classes (Adam 1e-3,
@@ -235,8 +237,11 @@ def default_auditors(n_providers: int) -> tuple[str, ...]:
     """The auditors a withdrawal runs by default: the reference-model auditor (the
     product's default) where there are enough providers for it, and the papers' K-S and
     EMA auditors."""
-    refmodel = ("refmodel",) if n_providers >= REFMODEL_MIN_PROVIDERS else ()
-    return (*refmodel, "ks", "ema")
+    return tuple(
+        kind.name
+        for kind in AUDITORS
+        if kind.calibration != "known" or n_providers >= REFMODEL_MIN_PROVIDERS
+    )
 
 
 def check_withdrawal(
@@ -265,11 +270,12 @@ def check_withdrawal(
     unknown = sorted(set(remaining) - set(stay))
     if unknown:
         raise ValueError(f"remaining providers {unknown} are not among those that stay {stay}")
-    if "refmodel" in auditors and len(clients) < REFMODEL_MIN_PROVIDERS:
+    known = [k.name for k in map(auditor_kind, auditors) if k.calibration == "known"]
+    if known and len(clients) < REFMODEL_MIN_PROVIDERS:
         raise ValueError(
-            "the reference-model auditor (refmodel) needs 3 or more providers: its known "
+            f"the reference-model auditor ({known[0]}) needs 3 or more providers: its known "
             "members are the providers that stayed other than the one audited; add providers "
-            "or drop refmodel"
+            f"or drop {known[0]}"
         )
     if retrained < 0 or retrained in (1, 2):
         raise ValueError(

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from monai_forget.checks import COUNT, check_in
 from monai_forget.data import LabelledImages
 from monai_forget.shadow import SupervisedRecipe
 from monai_forget.unlearning.baselines import fedavg
@@ -53,10 +54,8 @@ class FedAvgShadowRecipe:
     group_of: Callable[[str], str] | None = None
 
     def __post_init__(self) -> None:
-        if self.clients < 1 or self.rounds < 1:
-            raise ValueError(
-                f"clients and rounds must be positive, got {self.clients} and {self.rounds}"
-            )
+        check_in("clients", self.clients, COUNT)
+        check_in("rounds", self.rounds, COUNT)
 
     @property
     def name(self) -> str:

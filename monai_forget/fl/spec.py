@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import torch
 
-from monai_forget.checks import check_choice
+from monai_forget.checks import COUNT, INDEX, check_choice, check_in, check_parameter
 from monai_forget.io import atomic_write
 from monai_forget.shadow import SupervisedRecipe
 
@@ -102,8 +102,7 @@ class FederatedConfig:
             "threads_per_client",
             "simulator_threads",
         ):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)}")
+            check_in(name, getattr(self, name), COUNT)
         self.recipe()  # validates optimizer and the rest
 
     def recipe(self, steps: int | None = None) -> SupervisedRecipe:
@@ -143,8 +142,7 @@ class Withdrawal:
     def __post_init__(self) -> None:
         check_site_name(self.client)
         check_choice("method", self.method, WITHDRAWAL_METHODS)
-        if int(self.round) < 0:
-            raise ValueError(f"the withdrawal round must be >= 0, got {self.round}")
+        check_in("the withdrawal round", self.round, INDEX)
         if self.generator and self.method != "forsaken":
             raise ValueError("generator settings apply only to method='forsaken'")
         if self.method == "forsaken":
@@ -178,12 +176,9 @@ class Removal:
     def __post_init__(self) -> None:
         check_site_name(self.client)
         check_choice("method", self.method, REMOVAL_METHODS)
-        if int(self.joined) < 0:
-            raise ValueError(f"the round the client joined must be >= 0, got {self.joined}")
-        if not 0 < self.calibration_ratio <= 1:
-            raise ValueError(f"calibration_ratio must be in (0, 1], got {self.calibration_ratio}")
-        if int(self.retain_every) < 1:
-            raise ValueError(f"retain_every must be >= 1 round, got {self.retain_every}")
+        check_in("the round the client joined", self.joined, INDEX)
+        check_parameter("calibration_ratio", self.calibration_ratio)
+        check_in("retain_every (rounds)", self.retain_every, COUNT)
 
 
 def departure(

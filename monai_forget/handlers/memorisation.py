@@ -25,6 +25,7 @@ import torch
 from monai.handlers import IgniteMetricHandler
 from monai.handlers.utils import from_engine
 
+from monai_forget.checks import check_parameter
 from monai_forget.memorisation.feature import RandomFeature, UniqueFeature, as_probe_images
 from monai_forget.memorisation.score import MemorisationScore, memorisation_score
 from monai_forget.memorisation.settings import ProbeSettings
@@ -105,8 +106,7 @@ class MemorisationTracker:
         name: str = "memorisation_M",
         logger_name: str = "monai_forget.memorisation",
     ) -> None:
-        if every < 1:
-            raise ValueError(f"every must be a positive number of epochs, got {every}")
+        check_parameter("every", every)
         self.probes = as_probe_images(probes).copy()
         feature.check_fits(self.probes.shape)
         self.feature = feature
@@ -162,8 +162,7 @@ class CheckpointRecorder:
     """
 
     def __init__(self, every: int = 1) -> None:
-        if every < 1:
-            raise ValueError(f"every must be a positive number of epochs, got {every}")
+        check_parameter("every", every)
         self.every = every
         self.checkpoints: list[Checkpoint] = []
         self._loss_sum, self._count = 0.0, 0

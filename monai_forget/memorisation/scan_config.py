@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from monai_forget.canary.lettering import Lettering, TrueTypeLettering, as_lettering
-from monai_forget.checks import check_choice, check_fraction
+from monai_forget.checks import COUNT, check_choice, check_fraction, check_in
 from monai_forget.defaults import LEAK_SCAN_ALPHA, LEAK_SCAN_CORRECTIONS, LEAK_SCAN_DECOY_SOURCES
 from monai_forget.memorisation.sequential import EXCEEDANCES
 from monai_forget.memorisation.settings import ProbeSettings
@@ -112,8 +112,8 @@ class LeakScanConfig(ProbeSettings):
         check_fraction("alpha", self.alpha)
         check_choice("decoy_source", self.decoy_source, LEAK_SCAN_DECOY_SOURCES)
         for name in ("decoys", "max_decoys", "exceedances"):
-            if getattr(self, name) is not None and int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+            if getattr(self, name) is not None:
+                check_in(name, getattr(self, name), COUNT)
         if self.decoys is not None and self.max_decoys is not None:
             raise ValueError(
                 "decoys (a fixed number) and max_decoys (the sequential decoys' cap) exclude "

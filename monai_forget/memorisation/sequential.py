@@ -41,6 +41,7 @@ from collections.abc import Sequence
 import numpy as np
 import scipy.stats
 
+from monai_forget.checks import COUNT, check_in
 from monai_forget.memorisation.decoys import DecoyTest
 
 __all__ = [
@@ -81,8 +82,7 @@ def sequential_decoy_test(
     """
     d = np.array(decoy_statistics, dtype=np.float64, copy=True).ravel()
     m = float(statistic)
-    if h < 1:
-        raise ValueError(f"h (exceedances to stop at) must be at least 1, got {h}")
+    check_in("h (exceedances to stop at)", h, COUNT)
     if d.size == 0:
         raise ValueError("the calibrated test needs at least one decoy; pass decoys >= 1")
     if math.isnan(m) or np.isnan(d).any():

@@ -30,6 +30,8 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
+from monai_forget.checks import POSITIVE, check_in
+
 __all__ = ["Checkpoint", "select_checkpoints", "self_influence"]
 
 
@@ -47,8 +49,7 @@ class Checkpoint:
     train_loss: float = float("nan")
 
     def __post_init__(self) -> None:
-        if not np.isfinite(self.learning_rate) or self.learning_rate <= 0:
-            raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
+        check_in("learning_rate", self.learning_rate, POSITIVE)
 
 
 def select_checkpoints(

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from monai_forget.checks import COUNT, check_in
 from monai_forget.data import LabelledImages
 from monai_forget.networks import get_network
 
@@ -86,8 +87,8 @@ class EarlyStoppingTraining:
     restore_best: bool = True
 
     def __post_init__(self) -> None:
-        if self.max_epochs < 1 or self.patience < 1 or self.batch_size < 1:
-            raise ValueError("max_epochs, patience and batch_size must be positive integers")
+        for name in ("max_epochs", "patience", "batch_size"):
+            check_in(name, getattr(self, name), COUNT)
 
     @classmethod
     def paper(cls, network: str, network_args: Mapping[str, Any] | None = None, **kwargs: Any):

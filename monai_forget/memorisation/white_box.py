@@ -19,6 +19,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from monai_forget.checks import Interval, check_in
 from monai_forget.memorisation.feature import RandomFeature, UniqueFeature
 from monai_forget.memorisation.significance import OneTailedResult, paired_ttest
 from monai_forget.results import Result
@@ -85,8 +86,8 @@ def compute_white_box_score(
     pr, _ = check_probabilities(p_random, from_logits=from_logits)
     if pu.shape != pr.shape:
         raise ValueError(f"outputs must have the same shape, got {pu.shape} and {pr.shape}")
-    if not 0 <= int(label) < pu.shape[1]:
-        raise ValueError(f"label {label} is not one of the model's {pu.shape[1]} classes")
+    check_in("label", int(label), Interval(0, pu.shape[1] - 1, "both", integer=True),
+             f"one of the model's {pu.shape[1]} classes")  # fmt: skip
     if pu.shape[0] < 2:
         raise ValueError(f"M_w needs at least 2 class-{label} samples, got {pu.shape[0]}")
     y = int(label)

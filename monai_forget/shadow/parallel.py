@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from monai_forget.checks import COUNT, check_in
 from monai_forget.data import LabelledImages
 from monai_forget.processes import available_cores, exit_with_parent
 
@@ -40,8 +41,8 @@ def plan_workers(
         ValueError: ``workers`` or ``threads`` below 1.
     """
     for name, value in (("workers", workers), ("threads", threads)):
-        if value is not None and value < 1:
-            raise ValueError(f"{name} must be a positive integer or None, got {value}")
+        if value is not None:
+            check_in(name, value, COUNT)
     cores = available_cores()
     if workers is None:
         workers = 1 if device.type != "cpu" else min(cores, max(n_models, 1))

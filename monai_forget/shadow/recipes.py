@@ -26,7 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 from torch import nn
 
-from monai_forget.checks import check_choice
+from monai_forget.checks import COUNT, check_choice, check_in
 from monai_forget.data import LabelledImages
 from monai_forget.networks import get_network
 
@@ -97,8 +97,9 @@ class SupervisedRecipe:
 
     def __post_init__(self) -> None:
         check_choice("optimizer", self.optimizer, ("adam", "sgd"))
-        if self.epochs < 1 or self.batch_size < 1 or (self.steps is not None and self.steps < 1):
-            raise ValueError("epochs, steps and batch_size must be positive integers")
+        for name in ("epochs", "steps", "batch_size"):
+            if getattr(self, name) is not None:
+                check_in(name, getattr(self, name), COUNT)
 
     @classmethod
     def from_dict(cls, spec: Mapping[str, Any]) -> SupervisedRecipe:

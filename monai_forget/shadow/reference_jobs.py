@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from monai_forget.checks import INDEX, check_in
 from monai_forget.data import LabelledImages
 
 
@@ -27,8 +28,7 @@ def reference_subset(
     Raises:
         ValueError: a negative ``index``, or a ``fraction`` not strictly between 0 and 1.
     """
-    if index < 0:
-        raise ValueError(f"index must be 0 or more, got {index}")
+    check_in("index", index, INDEX)
     job_seed = int(seed) + int(index)
     return data.split(fraction, seed=job_seed)[0], job_seed
 

@@ -26,6 +26,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from monai_forget.cache import CacheEntryError, entry_hash, entry_lock, write_entry
+from monai_forget.checks import COUNT, check_in
 from monai_forget.data import LabelledImages
 from monai_forget.fingerprint import data_fingerprint
 from monai_forget.processes import available_cores
@@ -95,8 +96,8 @@ class ShadowTrainer:
                 "recipe must provide name, build() and fit(); use SupervisedRecipe, "
                 "BundleRecipe or CallableRecipe"
             )
-        if threads is not None and threads < 1:
-            raise ValueError(f"threads must be a positive integer or None, got {threads}")
+        if threads is not None:
+            check_in("threads", threads, COUNT)
         self.recipe = recipe
         self.device = torch.device(device)
         check_device = getattr(recipe, "check_device", None)
@@ -204,8 +205,8 @@ class ShadowTrainer:
             raise ValueError(
                 f"got {len(datasets)} datasets and {len(seeds)} seeds; pass one seed per set"
             )
-        if workers is not None and workers < 1:
-            raise ValueError(f"workers must be a positive integer or None, got {workers}")
+        if workers is not None:
+            check_in("workers", workers, COUNT)
         jobs = list(zip(datasets, (int(s) for s in seeds), strict=True))
         if any(len(d) == 0 for d in datasets):
             raise ValueError("cannot train a shadow model on an empty data set")

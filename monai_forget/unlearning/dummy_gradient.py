@@ -59,7 +59,7 @@ from torch import nn
 from torch.func import functional_call
 
 from monai_forget.audit.refmodel import logit_confidence
-from monai_forget.checks import check_choice
+from monai_forget.checks import COUNT, NON_NEGATIVE, POSITIVE, check_choice, check_in
 from monai_forget.data import LabelledImages
 from monai_forget.unlearning.parameters import (
     Params,
@@ -182,12 +182,11 @@ class DummyGradientGenerator:
 
     def __post_init__(self) -> None:
         check_choice("optimizer", self.optimizer, ("lbfgs", "adam"))
-        if self.iterations < 1 or self.inner_steps < 1 or self.chunk_size < 1:
-            raise ValueError("iterations, inner_steps and chunk_size must be positive integers")
-        if not self.lr > 0:
-            raise ValueError(f"lr (η) must be positive, got {self.lr}")
-        if self.step_weight < 0 or self.drift_weight < 0 or self.init_scale < 0:
-            raise ValueError("step_weight, drift_weight and init_scale must be non-negative")
+        for name in ("iterations", "inner_steps", "chunk_size"):
+            check_in(name, getattr(self, name), COUNT)
+        check_in("lr (η)", self.lr, POSITIVE)
+        for name in ("step_weight", "drift_weight", "init_scale"):
+            check_in(name, getattr(self, name), NON_NEGATIVE)
         if self.target_confidence is not None and not math.isfinite(self.target_confidence):
             raise ValueError(
                 f"target_confidence must be a finite mean logit confidence, got "

@@ -24,7 +24,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from monai_forget.audit import AuditResult, EMAAuditor, KSAuditor, ReferenceModelAuditor
+from monai_forget.audit import AuditResult
+from monai_forget.auditor_registry import auditor_kind
 from monai_forget.data import LabelledImages, concat
 from monai_forget.data.overlap import without_overlap
 from monai_forget.defaults import DEVICE, SEED
@@ -43,8 +44,6 @@ __all__ = [
     "audit_calibration",
     "evaluate_withdrawal",
 ]
-
-AUDITORS = {"ks": KSAuditor, "ema": EMAAuditor, "refmodel": ReferenceModelAuditor}
 
 
 @dataclass(frozen=True)
@@ -72,9 +71,8 @@ class AuditPlan:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "auditors", tuple(self.auditors))
-        unknown = set(self.auditors) - set(AUDITORS)
-        if unknown:
-            raise ValueError(f"unknown auditors {sorted(unknown)}; choose from {sorted(AUDITORS)}")
+        for name in self.auditors:
+            auditor_kind(name)  # refuses a renamed or unknown auditor, naming the choices
 
 
 def accuracy(model: nn.Module, data: LabelledImages, device: str | torch.device = "cpu") -> float:
@@ -185,7 +183,7 @@ def evaluate_withdrawal(
         audited.insert(0, ("before", before, withdrawn))
     for stage, model, site in audited:
         for name in plan.auditors:
-            auditor = AUDITORS[name](**options)
+            auditor = auditor_kind(name).auditor(**options)
             text = f"{label}: {stage} withdrawal, provider {site}"
             calibration = audit_calibration(name, federation, site, withdrawn)
             result.audits[(stage, site, name)] = auditor.audit(
@@ -197,7 +195,7 @@ def evaluate_withdrawal(
 def audit_calibration(name: str, federation: Federation, site: str, withdrawn: str) -> object:
     """What auditor ``name`` (``"ks"``, ``"ema"``, ``"refmodel"``) calibrates on when it
     audits provider ``site`` after ``withdrawn`` left the federation."""
-    if name == "refmodel":
+    if auditor_kind(name).calibration == "known":
         # Known members: the providers that stayed, other than the one audited (the
         # withdrawn provider is a member only before its withdrawal).
         members = [d for s, d in federation.clients.items() if s not in (site, withdrawn)]

@@ -49,6 +49,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from monai_forget.checks import COUNT, check_in, check_parameter
 from monai_forget.data import LabelledImages
 from monai_forget.io import atomic_write
 from monai_forget.shadow import SupervisedRecipe
@@ -144,8 +145,7 @@ class ServerHistory:
     def every(self, k: int) -> ServerHistory:
         """The history a server retaining every ``k``-th of these rounds would have kept
         (one training, several retaining intervals compared)."""
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
+        check_in("k", k, COUNT)
         kept = {r: n for r, n in self.norms.items() if r % (k * self.interval) == 0}
         return replace(self, interval=self.interval * k, norms=kept)
 
@@ -215,8 +215,7 @@ def train_with_history(
     Returns:
         The trained global model (eval mode) and the server's history.
     """
-    if interval < 1:
-        raise ValueError(f"the retaining interval must be >= 1 round, got {interval}")
+    check_in("the retaining interval (rounds)", interval, COUNT)
     names = tuple(clients)
     start = {n: 0 for n in names} | dict(joined or {})
     if set(start) != set(names):
@@ -312,8 +311,7 @@ def federaser(
         ValueError: an unknown or no remaining client, no retained round, or a ratio
             outside (0, 1].
     """
-    if not 0 < calibration_ratio <= 1:
-        raise ValueError(f"calibration_ratio must be in (0, 1], got {calibration_ratio}")
+    check_parameter("calibration_ratio", calibration_ratio)
     if local.steps is None:
         raise ValueError("FedEraser scales a fixed local step budget; give the recipe steps=")
     _check_remaining(history, remaining)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from monai_forget.checks import NON_NEGATIVE, check_in
 from monai_forget.scores import check_probabilities
 
 __all__ = [
@@ -77,7 +78,6 @@ def totally_forgotten(probs: object, atol: float = 1e-2) -> np.ndarray:
     Returns:
         ``(N,)`` boolean array.
     """
-    if not atol >= 0:
-        raise ValueError(f"atol must be a non-negative number, got {atol}")
+    check_in("atol", atol, NON_NEGATIVE)
     p, _ = check_probabilities(probs)
     return np.abs(p - 1.0 / p.shape[1]).max(axis=1) <= atol

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
+from monai_forget.checks import COUNT, check_in
 from monai_forget.data import LabelledImages
 
 __all__ = [
@@ -82,8 +83,7 @@ def sgd_step(
         lr: Learning rate ``η``.
         n: Number of samples the gradient is summed over (``|D_e|``).
     """
-    if n < 1:
-        raise ValueError(f"n (the elimination-set size) must be positive, got {n}")
+    check_in("n (the elimination-set size)", n, COUNT)
     check_same_shapes(params, gradient, "gradient")
     scale = float(lr) / int(n)
     return {k: params[k] - scale * gradient[k].to(params[k]) for k in params}

@@ -59,6 +59,7 @@ import scipy.stats
 import torch
 from torch import nn
 
+from monai_forget.checks import HALF_LEVEL, POSITIVE, check_in
 from monai_forget.data import LabelledImages
 from monai_forget.defaults import RETRAINED_ALPHA
 from monai_forget.results import Result
@@ -282,10 +283,8 @@ def equivalence_to_retraining(
         raise ValueError("pass the (k, N) confidences of at least 3 retrained models")
     if phi_u.shape != phi_k.shape[1:]:
         raise ValueError(f"{phi_u.shape} model confidences for {phi_k.shape[1:]} retrained ones")
-    if not (math.isfinite(margin) and margin > 0):
-        raise ValueError(f"margin must be a positive number, got {margin}")
-    if not 0 < alpha < 0.5:
-        raise ValueError(f"alpha must be in (0, 0.5), got {alpha}")
+    check_in("margin", margin, POSITIVE)
+    check_in("alpha", alpha, HALF_LEVEL)
     if (model_reference is None) != (retrained_reference is None):
         raise ValueError("pass both model_reference and retrained_reference, or neither")
     ref_u = ref_k = None

@@ -24,12 +24,14 @@ own, the change can stay on them. ``docs/unlearning.md`` reports what happens.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from monai_forget.checks import COUNT, Interval, check_in
 from monai_forget.data import LabelledImages
 
 __all__ = [
@@ -65,8 +67,7 @@ def add_site_frame(data: LabelledImages, width: int = 2, value: float = 1.0) -> 
     comparison in ``docs/unlearning.md``.
     """
     h, w = data.image_shape[1:]
-    if not 0 < width < min(h, w) // 2:
-        raise ValueError(f"frame width must be in [1, {min(h, w) // 2 - 1}], got {width}")
+    check_in("frame width", width, Interval(1, min(h, w) // 2 - 1, "both", integer=True))
     images = np.array(data.images, copy=True)
     images[..., :width, :] = value
     images[..., -width:, :] = value
@@ -166,11 +167,9 @@ def build_patient_federation(
         raise ValueError(f"a federation needs at least 2 providers, got {n_clients}")
     if shadow_per_class < 2 or shadow_per_class % 2:
         raise ValueError(f"shadow_per_class must be even and >= 2, got {shadow_per_class}")
-    if patients_per_class < 1 or calibration_per_class < 2:
-        raise ValueError(
-            "patients_per_class must be >= 1 and calibration_per_class >= 2 (the "
-            "calibration set is split by patient into members and non-members)"
-        )
+    check_in("patients_per_class", patients_per_class, COUNT)
+    check_in("calibration_per_class", calibration_per_class, Interval(2, math.inf, "left", True),
+             "the calibration set is split by patient into members and non-members")  # fmt: skip
     if data.ids is None:
         raise ValueError("patient providers need sample ids that name the patient")
     patients = np.array([group_of(i) for i in data.ids])
