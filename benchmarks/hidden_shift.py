@@ -149,6 +149,7 @@ def main() -> int:
     parser.add_argument("--from-record", type=Path, help="render this record; no simulation")
     parser.add_argument("--out", type=Path, help="also write the markdown here")
     args = parser.parse_args()
+    made = provenance(sys.argv)  # the tree as the run starts
     if args.from_record:
         record = json.loads(args.from_record.read_text())
     else:
@@ -160,7 +161,7 @@ def main() -> int:
                     cells.append(cell(args, share, size, shift))
         names = ("draws", "effect", "known", "permutations", "seed")
         settings = {k: getattr(args, k) for k in names}
-        record = {"provenance": provenance(sys.argv), "settings": settings, "cells": cells}
+        record = {"provenance": made, "settings": settings, "cells": cells}
         if args.record:
             with atomic_write(args.record, "w", overwrite=True) as handle:
                 json.dump(record, handle, indent=1)

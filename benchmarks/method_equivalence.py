@@ -147,6 +147,7 @@ def main() -> int:
     parser.add_argument("--from-record", type=Path, help="render this record; no simulation")
     parser.add_argument("--out", type=Path, help="also write the markdown here")
     args = parser.parse_args()
+    made = provenance(sys.argv)  # the tree as the run starts
     if args.from_record:
         record = json.loads(args.from_record.read_text())
     else:
@@ -156,7 +157,7 @@ def main() -> int:
             for runs, k in SIZES:
                 log(f"seed {seed['seed']}, r {runs}, k {k}")
                 cells.append(rates(rng, seed, runs, k, args.draws))
-        record = {"provenance": provenance(sys.argv),
+        record = {"provenance": made,
                   "settings": {"draws": args.draws, "seed": args.seed}, "cells": cells}  # fmt: skip
         if args.record:
             with atomic_write(args.record, "w", overwrite=True) as handle:

@@ -151,6 +151,7 @@ def main() -> int:
     parser.add_argument("--from-record", type=Path, help="render this record; run nothing")
     parser.add_argument("--out", type=Path, help="also write the markdown here")
     args = parser.parse_args()
+    made = provenance(sys.argv)  # the tree as the run starts
     if args.from_record:
         record = json.loads(args.from_record.read_text())
     else:
@@ -170,7 +171,7 @@ def main() -> int:
         finally:
             hogs.stop()
         record = {
-            "provenance": provenance(sys.argv),
+            "provenance": made,
             "settings": {"hogs": len(hogs.processes), "runs": args.runs, "terms": args.terms},
             "tiers": tiers,
             "terms": terms,
