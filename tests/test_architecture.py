@@ -43,6 +43,7 @@ LAYERS: dict[str, int] = {
     "dicom": 5,
     "memorisation": 5,
     "unlearning": 6,
+    "leak_scan_plan": 6,
     "fl": 7,
     "metrics": 7,
     "handlers": 8,

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "benchmarks" / "unique_feature_memorisation.py"
 RECORDS = REPO / "benchmarks" / "results" / "unique_feature_memorisation" / "seed0"
@@ -281,22 +283,23 @@ def test_the_packaged_detection_curve_is_the_committed_benchmark_table():
         assert [round(100 * x) for x in row["interval"]] == [low, high], line
 
 
-def test_the_hidden_shift_table_renders_from_its_record(tmp_path):
-    """Issue 67, item 4: the hidden-shift results are stored as numbers with their
-    command, commit, date and machine; rendered again from the record (no simulation),
-    the markdown is the committed file, line for line."""
+@pytest.mark.parametrize("name", ["hidden_shift", "method_equivalence"])
+def test_a_results_file_renders_from_its_record(tmp_path, name):
+    """Issue 67, item 4: these results are stored as numbers with their command, commit,
+    date and machine; rendered again from the record (nothing run), the markdown is the
+    committed file, line for line."""
     import json
 
-    record_path = REPO / "benchmarks" / "results" / "hidden_shift.json"
+    record_path = REPO / "benchmarks" / "results" / f"{name}.json"
     record = json.loads(record_path.read_text())
     assert set(record["provenance"]) == {"command", "commit", "date", "machine"}
-    assert record["provenance"]["command"].startswith("python benchmarks/hidden_shift.py")
-    assert all(isinstance(c["covered"], int) for c in record["cells"])
+    assert record["provenance"]["command"].startswith(f"python benchmarks/{name}.py")
+    assert record["provenance"]["commit"] not in ("", "unknown")
     out = tmp_path / "again.md"
     subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "hidden_shift.py"), "--from-record",
+        [sys.executable, str(REPO / "benchmarks" / f"{name}.py"), "--from-record",
          str(record_path), "--out", str(out)],
         capture_output=True, text=True, check=True, cwd=tmp_path,
     )  # fmt: skip
-    committed = (REPO / "benchmarks" / "results" / "hidden_shift.md").read_text()
+    committed = (REPO / "benchmarks" / "results" / f"{name}.md").read_text()
     assert out.read_text() == committed

@@ -212,7 +212,7 @@ def test_the_withdrawal_rules_are_the_library_s():
     sites = ["site-1", "site-2", "site-3"]
     assert check_withdrawal(sites, "site-3") == ["site-1"]
     assert check_withdrawal(sites, "site-1", ["site-3"], ("refmodel",), 3) == ["site-3"]
-    assert default_auditors(2) == ("ks", "ema")
+    assert default_auditors(2) == ("ema", "ks")
     assert default_auditors(3) == ("refmodel", "ema", "ks")
     with pytest.raises(ValueError, match="needs 3 or more providers"):
         check_withdrawal(sites[:2], "site-2", auditors=("refmodel",))

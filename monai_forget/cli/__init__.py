@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from collections.abc import Sequence
 
@@ -49,15 +50,39 @@ def describe_error(err: BaseException) -> str:
     return str(err) or type(err).__name__
 
 
+#: Library parameters whose flag is not their name with dashes (the one place they map).
+PARAMETER_FLAGS = {"manifest": "--canary-manifest"}
+
+
+def as_flags(message: str, parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+    """A library message as the command line reads it: each parameter the library names
+    in backticks (```patient_column```) becomes the flag of the command that was run
+    that sets it (``--patient-column``); a backticked word none of its options sets
+    stays as it is."""
+    node, flags = parser, dict(PARAMETER_FLAGS)
+    while node is not None:
+        step = None
+        for action in node._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                step = action.choices.get(getattr(args, action.dest, None))
+            elif action.option_strings:
+                flags.setdefault(action.dest, max(action.option_strings, key=len))
+        node = step
+    return re.sub(r"`(\w+)`", lambda m: flags.get(m.group(1), m.group(0)), message)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``monai-forget``; problems with the user's input or files exit with status 2
     and one line naming the problem, never a traceback (a traceback means a bug)."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # for audit trails
     try:
         return int(args.func(args) or 0)
     except (UserError, ValueError, OSError) as err:  # OSError: missing, read-only, full...
-        print(f"monai-forget: error: {describe_error(err)}", file=sys.stderr)
+        print(
+            f"monai-forget: error: {as_flags(describe_error(err), parser, args)}", file=sys.stderr
+        )
         return 2
 
 

@@ -135,44 +135,24 @@ def _score(args: argparse.Namespace) -> int:
 
 def _scan(args: argparse.Namespace) -> int:
     from monai_forget.io import check_writable
-    from monai_forget.memorisation import LeakScanConfig, leak_scan, read_roster, write_scan_report
+    from monai_forget.leak_scan_plan import LeakScanPlan
+    from monai_forget.memorisation import leak_scan, write_scan_report
 
     out_dir = Path(args.out)
     for name in ("leak_scan.json", "leak_scan.html"):
         check_writable(out_dir / name, args.overwrite)
-    if args.name is not None and (args.column or args.patient_column):
-        raise ValueError("--column and --patient-column read a --roster; drop them with --name")
-    names = (
-        [args.name]
-        if args.name is not None
-        else read_roster(args.roster, args.column, args.patient_column)
-    )
-    reference_patients = _reference_patients(args)
-    position, scale = tuple(args.position), args.scale
-    font, font_size = args.font, args.font_size
-    placement = None
-    if args.canary_manifest:
-        from monai_forget.dicom.manifest import manifest_placement
-
-        placement = manifest_placement(args.canary_manifest, args.font, args.font_size)
-        position, scale = placement["position"], placement["scale"]
-        font, font_size = placement["font"], placement["font_size"]
-    value = args.value if args.value is not None else ("max" if args.bundle else 1.0)
-    model, probes, training = _inputs(args)
-    if placement is not None and args.bundle:
-        from monai_forget.dicom.manifest import check_model_input
-
-        check_model_input(placement, probes.clean().shape, args.canary_manifest)
-    # Saved as the scan goes: a killed scan, run again with the same command, resumes.
-    partial = out_dir / PARTIAL_SCAN
-    if partial.is_file():
-        print(f"resuming the interrupted scan saved in {partial}", file=sys.stderr)
-    config = LeakScanConfig(
-        position=position,
-        scale=scale,
-        font=font,
-        font_size=font_size,
-        value=value,
+    plan = LeakScanPlan.build(
+        name=args.name,
+        roster=args.roster,
+        column=args.column,
+        patient_column=args.patient_column,
+        manifest=args.canary_manifest,
+        position=tuple(args.position),
+        scale=args.scale,
+        font=args.font,
+        font_size=args.font_size,
+        value=args.value,
+        through_bundle=bool(args.bundle),
         correction=args.correction,
         alpha=args.alpha,
         decoy_source=args.decoys_from,
@@ -183,11 +163,18 @@ def _scan(args: argparse.Namespace) -> int:
         decoy_seed=args.decoy_seed,
         **_settings(args),
     )
+    reference_patients = _reference_patients(args)
+    model, probes, training = _inputs(args)
+    plan.check_probes(probes)
+    # Saved as the scan goes: a killed scan, run again with the same command, resumes.
+    partial = out_dir / PARTIAL_SCAN
+    if partial.is_file():
+        print(f"resuming the interrupted scan saved in {partial}", file=sys.stderr)
     result = leak_scan(
         model,
         probes,
-        names,
-        config,
+        plan.names,
+        plan.config,
         training_data=training,
         references=_references(args),
         reference_patients=reference_patients,
@@ -195,7 +182,7 @@ def _scan(args: argparse.Namespace) -> int:
         checkpoint=partial,
     )
     json_path, html_path = write_scan_report(
-        result, out_dir, overwrite=args.overwrite, canary=placement
+        result, out_dir, overwrite=args.overwrite, canary=plan.placement
     )
     partial.unlink()
     print(result.summary())
