@@ -929,9 +929,9 @@ MUTANTS = (
     ),
     Mutant(
         "leak scan through a pipeline: the canary manifest's place ignored",
-        "monai_forget/cli/memorisation_run.py",
-        '        position, scale = placement["position"], placement["scale"]',
-        "        pass",
+        "monai_forget/leak_scan_plan.py",
+        '            position, scale = placement["position"], placement["scale"]',
+        "            pass",
         ("tests/test_leak_scan_pipeline.py",),
     ),
     Mutant(
