@@ -3,9 +3,12 @@ file), progress on stderr."""
 
 from __future__ import annotations
 
+import argparse
+import json
 import platform
 import subprocess
 import sys
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -83,3 +86,31 @@ def say_provenance(record: dict[str, str]) -> None:
         f"`{record['command']}` · commit {record['commit']} · {record['date']} · "
         f"{record['machine']}"
     )
+
+
+def add_record_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--record`` (write the run's record), ``--from-record`` (render one, run nothing)
+    and ``--out`` (also write the markdown)."""
+    parser.add_argument("--record", type=Path, help="write the record (JSON) here")
+    parser.add_argument("--from-record", type=Path, help="render this record; run nothing")
+    parser.add_argument("--out", type=Path, help="also write the markdown here")
+
+
+def run_recorded(
+    args: argparse.Namespace, run: Callable[[], dict], render: Callable[[dict], int]
+) -> int:
+    """A results file made from a record of numbers: with ``--from-record`` that record,
+    else ``run()``'s, stamped with the tree as the run started (:func:`provenance`) and
+    written to ``--record``; rendered by ``render`` and written to ``--out``."""
+    made = provenance(sys.argv)
+    if args.from_record:
+        record = json.loads(Path(args.from_record).read_text())
+    else:
+        record = {"provenance": made, **run()}
+        if args.record:
+            with atomic_write(Path(args.record), "w", overwrite=True) as handle:
+                json.dump(record, handle, indent=1)
+    code = render(record)
+    if args.out:
+        write(args.out)
+    return code

@@ -30,18 +30,15 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 
 import numpy as np
 import scipy.stats
-from _markdown import finish, log, provenance, say, say_provenance
+from _markdown import add_record_arguments, finish, log, run_recorded, say, say_provenance
 
 from monai_forget.audit.refmodel import refmodel_decision, set_test
 from monai_forget.audit.refmodel_calibration import MembershipCalibration
 from monai_forget.audit.result import FORGOTTEN, NOT_FORGOTTEN
-from monai_forget.io import atomic_write
 
 ALPHA, MARGIN = 0.05, 0.5
 SHIFTS = (-1.0, -0.5, -0.2, 0.0, 0.2, 0.5)
@@ -145,14 +142,10 @@ def main() -> int:
     parser.add_argument("--known", type=int, default=200, help="known members (and non-members)")
     parser.add_argument("--permutations", type=int, default=999)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--record", type=Path, help="write the record (JSON) here")
-    parser.add_argument("--from-record", type=Path, help="render this record; no simulation")
-    parser.add_argument("--out", type=Path, help="also write the markdown here")
+    add_record_arguments(parser)
     args = parser.parse_args()
-    made = provenance(sys.argv)  # the tree as the run starts
-    if args.from_record:
-        record = json.loads(args.from_record.read_text())
-    else:
+
+    def simulate() -> dict:
         cells = []
         for shift in SHIFTS:
             for share in SHARES:
@@ -160,17 +153,9 @@ def main() -> int:
                     log(f"shift {shift:+.1f}, share {share:g}, |D_Q| {size}")
                     cells.append(cell(args, share, size, shift))
         names = ("draws", "effect", "known", "permutations", "seed")
-        settings = {k: getattr(args, k) for k in names}
-        record = {"provenance": made, "settings": settings, "cells": cells}
-        if args.record:
-            with atomic_write(args.record, "w", overwrite=True) as handle:
-                json.dump(record, handle, indent=1)
-    code = render(record)
-    if args.out:
-        from _markdown import write
+        return {"settings": {k: getattr(args, k) for k in names}, "cells": cells}
 
-        write(args.out)
-    return code
+    return run_recorded(args, simulate, render)
 
 
 if __name__ == "__main__":

@@ -29,16 +29,14 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
 
 import numpy as np
 import scipy.stats
-from _markdown import finish, log, provenance, say, say_provenance, write
+from _markdown import add_record_arguments, finish, log, run_recorded, say, say_provenance
 
-from monai_forget.io import atomic_write
 from monai_forget.unlearning.method_equivalence import method_equivalence
 
 REPO = Path(__file__).resolve().parents[1]
@@ -143,29 +141,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--draws", type=int, default=4000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--record", type=Path, help="write the record (JSON) here")
-    parser.add_argument("--from-record", type=Path, help="render this record; no simulation")
-    parser.add_argument("--out", type=Path, help="also write the markdown here")
+    add_record_arguments(parser)
     args = parser.parse_args()
-    made = provenance(sys.argv)  # the tree as the run starts
-    if args.from_record:
-        record = json.loads(args.from_record.read_text())
-    else:
+
+    def simulate() -> dict:
         rng = np.random.default_rng(args.seed)
         cells = []
         for seed in measured_seeds():
             for runs, k in SIZES:
                 log(f"seed {seed['seed']}, r {runs}, k {k}")
                 cells.append(rates(rng, seed, runs, k, args.draws))
-        record = {"provenance": made,
-                  "settings": {"draws": args.draws, "seed": args.seed}, "cells": cells}  # fmt: skip
-        if args.record:
-            with atomic_write(args.record, "w", overwrite=True) as handle:
-                json.dump(record, handle, indent=1)
-    code = render(record)
-    if args.out:
-        write(args.out)
-    return code
+        return {"settings": {"draws": args.draws, "seed": args.seed}, "cells": cells}
+
+    return run_recorded(args, simulate, render)
 
 
 if __name__ == "__main__":

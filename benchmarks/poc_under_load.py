@@ -29,9 +29,7 @@ import time
 from pathlib import Path
 
 from _markdown import log, say, say_section, write  # benchmarks/_markdown.py
-
-from monai_forget.fl.poc import DeploymentError, check_ports_free
-from monai_forget.processes import processes_mentioning
+from _poc import leftovers
 
 REPO = Path(__file__).resolve().parents[1]
 #: One deployment per run: Forsaken in round 1 of 2, no retrained models, K-S only.
@@ -44,16 +42,6 @@ LOGIN_FAILURE = "cannot connect to server"
 
 def command(out: Path) -> list[str]:
     return [sys.executable, "-m", "monai_forget", "fl", "poc", "--out", str(out), *BOUNDS.split()]
-
-
-def leftovers(out: Path) -> tuple[int, bool]:
-    """(processes still running under the run's workspace, a POC port still taken)."""
-    try:
-        check_ports_free()
-        taken = False
-    except DeploymentError:
-        taken = True
-    return len(processes_mentioning(str(out.resolve()))), taken
 
 
 def login_failed(out: Path, output: str) -> bool:

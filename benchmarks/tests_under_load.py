@@ -32,11 +32,10 @@ import sys
 import time
 from pathlib import Path
 
-from _markdown import finish, log, provenance, say, say_provenance, write
+from _markdown import add_record_arguments, finish, log, run_recorded, say, say_provenance
+from _poc import leftovers
 
-from monai_forget.fl.poc import DeploymentError, check_ports_free
-from monai_forget.io import atomic_write
-from monai_forget.processes import available_cores, load_per_core, processes_mentioning
+from monai_forget.processes import available_cores, load_per_core
 
 REPO = Path(__file__).resolve().parents[1]
 #: One deployment: Forsaken in round 1 of 2, no retrained models, K-S only.
@@ -74,16 +73,6 @@ def quick_tier(work: Path, index: int) -> dict:
     failed = re.findall(r"^FAILED (\S+)", run.stdout, re.MULTILINE)
     return {"code": run.returncode, "seconds": time.perf_counter() - start, "load": load,
             "counts": counts, "failed": failed}  # fmt: skip
-
-
-def leftovers(out: Path) -> tuple[int, bool]:
-    """(processes still mentioning the run's workspace, a POC port still taken)."""
-    try:
-        check_ports_free()
-        taken = False
-    except DeploymentError:
-        taken = True
-    return len(processes_mentioning(str(out.resolve()))), taken
 
 
 def poc_terminated(out: Path) -> dict:
@@ -147,16 +136,12 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--terms", type=int, default=3)
     parser.add_argument("--work", type=Path)
-    parser.add_argument("--record", type=Path, help="write the record (JSON) here")
-    parser.add_argument("--from-record", type=Path, help="render this record; run nothing")
-    parser.add_argument("--out", type=Path, help="also write the markdown here")
+    add_record_arguments(parser)
     args = parser.parse_args()
-    made = provenance(sys.argv)  # the tree as the run starts
-    if args.from_record:
-        record = json.loads(args.from_record.read_text())
-    else:
-        if args.work is None:
-            parser.error("--work is required unless --from-record is given")
+    if args.work is None and args.from_record is None:
+        parser.error("--work is required unless --from-record is given")
+
+    def measure() -> dict:
         args.work.mkdir(parents=True, exist_ok=True)
         hogs = Hogs(available_cores())
         tiers, terms = [], []
@@ -170,19 +155,10 @@ def main() -> int:
                 log(f"SIGTERM {i}: {terms[-1]}")
         finally:
             hogs.stop()
-        record = {
-            "provenance": made,
-            "settings": {"hogs": len(hogs.processes), "runs": args.runs, "terms": args.terms},
-            "tiers": tiers,
-            "terms": terms,
-        }
-        if args.record:
-            with atomic_write(args.record, "w", overwrite=True) as handle:
-                json.dump(record, handle, indent=1)
-    code = render(record)
-    if args.out:
-        write(args.out)
-    return code
+        settings = {"hogs": len(hogs.processes), "runs": args.runs, "terms": args.terms}
+        return {"settings": settings, "tiers": tiers, "terms": terms}
+
+    return run_recorded(args, measure, render)
 
 
 if __name__ == "__main__":
