@@ -11,7 +11,7 @@ import scipy.stats
 
 from monai_forget.checks import COUNT, Interval, check_in
 
-__all__ = ["CLUSTER_BOOTSTRAP", "measured_rate", "rate_text"]
+__all__ = ["CLUSTER_BOOTSTRAP", "measured_rate", "rate_percent_text", "rate_text"]
 
 
 #: How an interval was computed when it is not Wilson's (draws not independent).
@@ -41,3 +41,12 @@ def measured_rate(
 def rate_text(rate: Mapping[str, Any]) -> str:
     """``"0.055 [0.031, 0.096]"``: a measured rate and its interval, three decimals."""
     return f"{rate['rate']:.3f} [{rate['low']:.3f}, {rate['high']:.3f}]"
+
+
+def rate_percent_text(rate: Mapping[str, Any]) -> str:
+    """``"5.5 % of 200 audits (95 % interval 3.1 to 9.6 %)"``: a measured rate as a
+    sentence reads it."""
+    return (
+        f"{100 * rate['rate']:.1f} % of {rate['draws']} audits (95 % interval "
+        f"{100 * rate['low']:.1f} to {100 * rate['high']:.1f} %)"
+    )

@@ -4,6 +4,7 @@ page, every figure loads; every figure names its axes."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import shutil
 from pathlib import Path
@@ -19,8 +20,9 @@ CHROMEDRIVER = shutil.which("chromedriver")
 
 #: Block elements whose boxes must not overlap one another, in document order.
 _BOXES = """
-const blocks = [...document.body.querySelectorAll('h1, h2, h3, p, table, img, details, pre')]
+const blocks = [...document.body.querySelectorAll('h1, h2, h3, p, ul, table, img, details, pre')]
   .filter(e => !e.closest('table') || e.tagName === 'TABLE')
+  .filter(e => !e.parentElement.closest('li'))
   .filter(e => !e.parentElement.closest('details') && e.getClientRects().length);
 return {
   boxes: blocks.map(e => {
@@ -60,6 +62,7 @@ def _layout(browser, page: Path) -> dict:
 
 def test_the_audit_report_lays_out_without_overlap(browser, tmp_path):
     results = [_refmodel_result(1.5, "provider C"), _ks_result(),
+               dataclasses.replace(_ks_result(), label="provider C"),
                _refmodel_result(0.0, "provider E", member_shift=3.0),
                _refmodel_result(0.0, "provider D", member_shift=0.2)]  # fmt: skip
     layout = _layout(browser, write_report(results, tmp_path / "report.html"))

@@ -159,25 +159,29 @@ def test_report_quotes_the_error_rates_of_the_matching_cell() -> None:
     assert remembered.decision == "not forgotten"
     quoted = matching_error_rates(remembered)
     assert quoted["rows"] and all(r["size"] == 50 for r in quoted["rows"])  # |D_Q| 40
-    assert 'false "not forgotten" on never-seen sets at most' in quoted["statement"]
-    assert "D_Q from the non-members' source, |D_Q| 50" in quoted["statement"]
-    assert 'false "forgotten"' not in quoted["statement"]
+    assert quoted["sentences"][0].startswith(
+        "Where the model never saw D_Q (MNIST; D_Q from the non-members' source; |D_Q| 50; "
+        '15 trainings), the audit wrongly said "not forgotten" in ')
+    assert all(x.endswith(".") and ". " not in x for x in quoted["sentences"])  # one sentence each
+    assert 'said "forgotten"' not in quoted["statement"]
     assert all(r["margin"] == 0.5 for r in quoted["rows"])
     shares = {r["share"] for r in quoted["rows"]}
     assert 0.0 in shares and shares <= {0.0, 0.5, 1.0}
     html = render_report([remembered], title="Audit")
-    assert str(markupsafe.escape(quoted["statement"])) in html
+    for sentence in quoted["sentences"]:
+        assert f"<li>{markupsafe.escape(sentence)}</li>" in html
     other_margin = remembered.adding(details={"margin": 0.3})
-    assert matching_error_rates(other_margin)["statement"].startswith("no measured cell matches")
+    assert matching_error_rates(other_margin)["statement"].startswith("No measured cell matches")
     unknown = remembered.adding(details={"reference_design": "never measured"})
-    assert matching_error_rates(unknown)["statement"].startswith("no measured cell matches")
+    assert matching_error_rates(unknown)["statement"].startswith("No measured cell matches")
     # the segmentation audit's paired design quotes its own benchmark's cells (ACDC)
     paired = matching_error_rates(remembered.adding(details={"reference_design": "paired"}))
     assert paired["rows"] and all(r["dataset"].startswith("ACDC") for r in paired["rows"])
     # online reference models quote the online benchmark's cells, offline ones never do
     online = matching_error_rates(remembered.adding(details={"reference_setting": "online"}))
     assert online["rows"] and all(r["setting"] == "online" for r in online["rows"])
-    assert "with online reference models" in online["statement"]
+    assert all("; online reference models)" in x for x in online["sentences"])
+    assert "reference models)" not in quoted["statement"]
     assert all(r.get("setting", "offline") == "offline" for r in quoted["rows"])
     assert {r["trainings"] for r in online["rows"]} == {15}
 
@@ -213,13 +217,20 @@ def test_a_forgotten_decision_quotes_the_shifted_sites_cells_too(monkeypatch) ->
     monkeypatch.setattr(report, "_cells", lambda: cells)
     quoted = report.matching_error_rates(forgotten)
     statement = quoted["statement"]
-    assert "at most 0.020 [0.010, 0.040] (X, D_Q from the non-members' source" in statement
-    assert (
-        "at most 0.070 [0.050, 0.100] (X, D_Q from another site the target trained on only a "
-        "few images of" in statement
+    same, few_site = quoted["sentences"]
+    assert same == (
+        f"Where 50% or more of D_Q was trained on (X; D_Q from the non-members' source; "
+        f'|D_Q| {size}; 5 trainings), the audit wrongly said "forgotten" in 2.0 % of 100 '
+        "audits (95 % interval 1.0 to 4.0 %)."
     )
-    assert "ABOVE the audit's alpha 0.05" in statement.split("only a few images of")[1]
-    assert "0.900" not in statement and {r["share"] for r in quoted["rows"]} == {0.5, 1.0}
+    assert few_site.startswith(
+        "Where 50% or more of D_Q was trained on (X; D_Q from another site the target trained "
+        f'on only a few images of; |D_Q| {size}; 5 trainings), the audit wrongly said '
+        '"forgotten" in 7.0 % of 100 audits'
+    )
+    assert few_site.endswith("more than its alpha of 0.05: this error is not shown to be "
+                             "controlled there.")  # fmt: skip
+    assert "90.0 %" not in statement and {r["share"] for r in quoted["rows"]} == {0.5, 1.0}
 
 
 def test_an_audit_given_the_sites_images_quotes_the_cells_measured_so(monkeypatch) -> None:
@@ -245,14 +256,15 @@ def test_an_audit_given_the_sites_images_quotes_the_cells_measured_so(monkeypatc
     given = remembered.adding(details={"site_images": 600})
     quoted = report.matching_error_rates(given)
     assert [r["site"] for r in quoted["rows"]] == [True]
-    assert (
-        "by both designs (without D_Q's site's images and, online, with them"
-        in (quoted["statement"])
-    )
-    assert "at most 0.040 [0.026, 0.061]" in quoted["statement"]
+    assert quoted["sentences"] == [
+        f"Where the model never saw D_Q (X; D_Q from another site the target trained on other "
+        f"images of; |D_Q| {size}; 5 trainings; both designs, the answer where they agree), "
+        'the audit wrongly said "not forgotten" in 4.0 % of 100 audits (95 % interval 2.6 to '
+        "6.1 %)."
+    ]
     assert [r["site"] for r in report.matching_error_rates(remembered)["rows"]] == [False]
     online = report.matching_error_rates(given.adding(details={"reference_setting": "online"}))
-    assert online["statement"].startswith("no measured cell matches this setting")
+    assert online["statement"].startswith("No measured cell matches this setting")
     assert "given D_Q's site's images" in online["statement"]
 
 
@@ -271,9 +283,9 @@ def test_a_measured_error_above_alpha_is_flagged(monkeypatch) -> None:
 
     monkeypatch.setattr(report, "_cells", lambda: cells(_rate("0.080 [0.060, 0.100]")))
     flagged = report.matching_error_rates(remembered)["statement"]
-    assert "at most 0.080 [0.060, 0.100]" in flagged and "ABOVE the audit's alpha 0.05" in flagged
+    assert "8.0 % of 100 audits" in flagged and "more than its alpha of 0.05" in flagged
     monkeypatch.setattr(report, "_cells", lambda: cells(_rate("0.050 [0.030, 0.070]")))
-    assert "ABOVE" not in report.matching_error_rates(remembered)["statement"]
+    assert "alpha" not in report.matching_error_rates(remembered)["statement"]
 
 
 def test_the_summary_says_what_p_member_is_and_never_bounds_at_100_percent():
@@ -330,3 +342,50 @@ def test_each_verdict_leads_with_one_plain_sentence():
         mine = lead.split(str(markupsafe.escape(sentence)))[1].split("<strong>")[1]
         assert mine.startswith({"not forgotten": "provider C", "forgotten": "provider E",
                                 "inconclusive": "provider D"}[decision])  # fmt: skip
+
+
+def test_the_papers_auditors_carry_their_measured_error_rates():
+    """Issue 66, item 4: a K-S or EMA verdict carries the rate at which the auditor gave
+    that decision wrongly on the packaged benchmark (a false "forgotten" on sets the
+    model trained on, a false "not forgotten" on sets it never saw), one sentence per
+    data set, beside its verdict and beside its view of a scenario another auditor
+    decided; never the other decision's rate."""
+    import json
+    from importlib import resources
+
+    from monai_forget.audit.report import paper_rate_sentences
+
+    cells = json.loads(resources.files("monai_forget.audit").joinpath(
+        "measured_error_rates.json").read_text())["cells"]  # fmt: skip
+
+    def packaged(kind: str, error: str) -> list[str]:
+        rows = [r for r in cells if r["auditor"] == "ks" and r.get("k") == 100
+                and r["kind"] == kind and r["size"] == 20]  # fmt: skip
+        return [f"{100 * r[error]['rate']:.1f} % of {r[error]['draws']} audits" for r in rows]
+
+    said = _ks_result()  # |D_Q| 20, the measured size
+    for decision, kind, error, seen in (
+        ("forgotten", "members", "forgotten", "the model trained on"),
+        ("not forgotten", "non-members", "not_forgotten", "the model never saw"),
+    ):
+        result = dataclasses.replace(said, decision=decision)
+        sentences = paper_rate_sentences(result)
+        figures = packaged(kind, error)
+        assert len(sentences) == len(figures) == 2  # MNIST and PneumoniaMNIST
+        for sentence, figure in zip(sentences, figures, strict=True):
+            assert f"20 MNIST images {seen}" in sentence or f"images {seen}" in sentence
+            assert f'wrongly said "{decision}" in {figure}' in sentence
+        other = "not forgotten" if decision == "forgotten" else "forgotten"
+        assert not any(f'said "{other}"' in x for x in sentences)
+        # beside the view, under the reference-model verdict that decided the scenario
+        view = dataclasses.replace(result, label="provider C")
+        html = render_report([_refmodel_result(1.5, "provider C"), view], title="Audit")
+        lead = html.split("<h2>All audits</h2>")[0]
+        beside = lead.split(f"The paper's view, K-S (Liu &amp; Tsaftaris 2020): {decision}")
+        assert len(beside) == 2, decision
+        for sentence in sentences:
+            assert f"<li>{markupsafe.escape(sentence)}</li>" in beside[1]
+        # and under its own verdict where it decides alone
+        alone = render_report([result], title="Audit").split("<h2>All audits</h2>")[0]
+        assert all(f"<li>{markupsafe.escape(x)}</li>" in alone for x in sentences)
+        assert "The paper's view" not in alone

@@ -33,7 +33,7 @@ from monai_forget.audit.result import (
 from monai_forget.auditor_registry import AUDITORS
 from monai_forget.auditor_registry import NAMES as REGISTERED_NAMES
 from monai_forget.defaults import REFMODEL_ALPHA
-from monai_forget.rates import rate_text
+from monai_forget.rates import rate_percent_text, rate_text
 from monai_forget.reporting import figure_png, render_html, write_html
 from monai_forget.results import to_json
 
@@ -42,6 +42,7 @@ __all__ = [
     "ks_figure",
     "matching_error_rates",
     "measured_error_rates",
+    "paper_rate_sentences",
     "render_report",
     "write_report",
 ]
@@ -92,9 +93,10 @@ def matching_error_rates(result: AuditResult) -> dict[str, Any]:
     """The reference-model audit's measured error rates in the cells that match its
     setting (design, offline or online reference models, margin, nearest |D_Q|): false
     "forgotten" where the true share is at or above the margin, false "not forgotten" on
-    never-seen sets of the same and of another site. ``{"rows": [...], "statement":
-    str}``; the statement says so when no cell matches (another design, setting or
-    margin, or a |D_Q| far from any measured)."""
+    never-seen sets of the same and of another site. ``{"rows": [...], "sentences":
+    [str], "statement": str}``: one sentence per figure with its conditions (issue 66,
+    item 4), the statement joins them; it says so when no cell matches (another design,
+    setting or margin, or a |D_Q| far from any measured)."""
     details = result.details
     design = details.get("reference_design", "population")
     setting = details.get("reference_setting", "offline")
@@ -114,62 +116,87 @@ def matching_error_rates(result: AuditResult) -> dict[str, Any]:
     at_margin = [r for r in rows if abs(r["margin"] - margin) < 1e-9]
     if not at_margin:
         measured = sorted({r["margin"] for r in rows})
-        return {
-            "rows": [],
-            "statement": (
-                f"no measured cell matches this setting: the {design} design with {setting} "
-                + ("reference models, given D_Q's site's images, " if site else "reference models ")
-                + "was measured "
-                + (f"at margins {', '.join(f'{m:g}' for m in measured)}" if measured else "nowhere")
-                + f", not at {margin:g} ({BENCHMARKS.get((design, setting), 'benchmarks/')})"
-            ),
-        }
+        sentence = (
+            f"No measured cell matches this setting: the {design} design with {setting} "
+            + ("reference models, given D_Q's site's images, " if site else "reference models ")
+            + "was measured "
+            + (f"at margins {', '.join(f'{m:g}' for m in measured)}" if measured else "nowhere")
+            + f", not at {margin:g} ({BENCHMARKS.get((design, setting), 'benchmarks/')})."
+        )
+        return {"rows": [], "sentences": [sentence], "statement": sentence}
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in at_margin:
         groups.setdefault((r["dataset"], r["source"]), []).append(r)
-    wrong, parts = [], []
+    wrong, sentences = [], []
     for (dataset, source), cells in groups.items():
         nearest = _nearest({r["size"] for r in cells}, size)
         here = [r for r in cells if r["size"] == nearest]
-        errors = []
-        if result.decision in (FORGOTTEN, INCONCLUSIVE):
-            errors += [("forgotten", r) for r in here if r["share"] >= margin]
-        if result.decision in (NOT_FORGOTTEN, INCONCLUSIVE):
-            errors += [("not_forgotten", r) for r in here if r["share"] == 0]
-        for kind in ("forgotten", "not_forgotten"):
-            mine = [r for k, r in errors if k == kind]
+        for kind in _error_kinds(result.decision):
+            mine = [r for r in here if (r["share"] >= margin if kind == "forgotten"
+                                        else r["share"] == 0)]  # fmt: skip
             if not mine:
                 continue
             worst = max(mine, key=lambda r, k=kind: r[k]["rate"])
-            what = '"forgotten"' if kind == "forgotten" else '"not forgotten" on never-seen sets'
-            parts.append(
-                f"false {what} at most {rate_text(worst[kind])} ({dataset}, "
-                f"{SOURCES.get(source, source)}, "
-                f"|D_Q| {nearest}, {worst['trainings']} trainings)"
-                + (
-                    f", ABOVE the audit's alpha {alpha:g}: the error is not shown to be "
-                    "controlled there"
-                    if worst[kind]["rate"] > alpha
-                    else ""
-                )
+            conditions = "; ".join(
+                [dataset, SOURCES.get(source, source), f"|D_Q| {nearest}",
+                 f"{worst['trainings']} trainings"]
+                + ([f"{setting} reference models"] if setting != "offline" else [])
+                + (["both designs, the answer where they agree"] if site else [])
+            )  # fmt: skip
+            when = (
+                f"Where {share_text(margin)} or more of D_Q was trained on"
+                if kind == "forgotten"
+                else "Where the model never saw D_Q"
+            )
+            above = (
+                f", more than its alpha of {alpha:g}: this error is not shown to be controlled "
+                "there"
+                if worst[kind]["rate"] > alpha
+                else ""
+            )
+            sentences.append(
+                f'{when} ({conditions}), the audit wrongly said "{kind.replace("_", " ")}" in '
+                f"{rate_percent_text(worst[kind])}{above}."
             )
             wrong += mine
     measured = sorted({r["size"] for r in at_margin})
-    statement = (
-        f"measured at margin {margin:g}"
-        + (f" with {setting} reference models" if setting != "offline" else "")
-        + (
-            " by both designs (without D_Q's site's images and, online, with them; the answer "
-            "where they agree)"
-            if site
-            else ""
-        )
-        + ": "
-        + "; ".join(parts)
-    )
     if not measured[0] / 2 <= size <= measured[-1] * 2:
-        statement += f" (your |D_Q| of {size} is far from every measured size: indicative only)"
-    return {"rows": wrong, "statement": statement}
+        sentences.append(
+            f"Your |D_Q| of {size} is far from every measured size "
+            f"({', '.join(map(str, measured))}): these figures are indicative only."
+        )
+    return {"rows": wrong, "sentences": sentences, "statement": " ".join(sentences)}
+
+
+def _error_kinds(decision: str) -> tuple[str, ...]:
+    """The errors a decision can be: a "forgotten" can be false where D_Q was remembered,
+    a "not forgotten" where it was never seen; an "inconclusive" stands for either."""
+    return {FORGOTTEN: ("forgotten",), NOT_FORGOTTEN: ("not_forgotten",)}.get(
+        decision, ("forgotten", "not_forgotten")
+    )
+
+
+#: The papers' benchmark query sets for each error a decision can be.
+_PAPER_KINDS = {"forgotten": "members", "not_forgotten": "non-members"}
+
+
+def paper_rate_sentences(result: AuditResult) -> list[str]:
+    """The K-S or EMA audit's measured error rates beside its verdict (issue 66, item 4):
+    for each data set at the measured |D_Q| nearest its own, how often the auditor gave
+    this decision wrongly, on sets the model trained on (a false "forgotten") or never
+    saw (a false "not forgotten"), one sentence each with its conditions."""
+    rows = measured_error_rates(result.method, result.sizes.get("query", 0))
+    name = NAMES.get(result.method, result.method)
+    sentences = []
+    for kind in _error_kinds(result.decision):
+        for r in (r for r in rows if r.get("kind") == _PAPER_KINDS[kind]):
+            seen = "the model trained on" if kind == "forgotten" else "the model never saw"
+            sentences.append(
+                f"For {r['size']} {r['dataset']} images {seen} (one training, the paper's "
+                f'calibration), {name} wrongly said "{kind.replace("_", " ")}" in '
+                f"{rate_percent_text(r[kind])}."
+            )
+    return sentences
 
 
 def _breakdown(result: AuditResult) -> list[tuple[int, int, str]]:
@@ -282,25 +309,34 @@ def plain_verdict(result: AuditResult) -> str:
 
 
 def _verdicts(results: Sequence[AuditResult]) -> list[dict[str, Any]]:
-    """One verdict per scenario: the most trusted auditor's; the others' views listed.
-    The reference-model audit's carries its bound, margin, reason and measured rate."""
+    """One verdict per scenario: the most trusted auditor's; the others' views listed,
+    each with its measured error rates. The reference-model audit's carries its bound,
+    margin, reason and measured rates; a paper auditor's that decides carries its own."""
     out = []
     for label in dict.fromkeys(r.label for r in results):
         group = {r.method: r for r in results if r.label == label}
         deciding = next(m for m in (*PRECEDENCE, *group) if m in group)
         decided = group[deciding]
         views = [f"{NAMES.get(m, m)}: {r.decision}" for m, r in group.items() if m != deciding]
+        view_rates = [
+            {"view": f"{NAMES.get(m, m)}: {r.decision}", "sentences": paper_rate_sentences(r)}
+            for m, r in group.items()
+            if m != deciding
+        ]
         verdict = {"label": label, "decision": decided.decision,
-                   "by": NAMES.get(deciding, deciding), "views": views}  # fmt: skip
+                   "by": NAMES.get(deciding, deciding), "views": views,
+                   "view_rates": view_rates}  # fmt: skip
         if deciding == "refmodel":
             d = decided.details
             verdict.update(
                 bound=_bound_text(d),
                 margin=f"{d['margin']:g}",
                 reason=d.get("reason", ""),
-                rates=matching_error_rates(decided)["statement"],
+                rates=matching_error_rates(decided)["sentences"],
                 sentence=plain_verdict(decided),
             )
+        else:
+            verdict["rates"] = paper_rate_sentences(decided)
         out.append(verdict)
     return out
 
