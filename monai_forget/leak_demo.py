@@ -165,8 +165,8 @@ def _clear(out: Path, overwrite: bool) -> None:
     present = [name for name in OUTPUTS if (out / name).exists()]
     if present and not overwrite:
         raise FileExistsError(
-            f"{out} already holds the demo's {', '.join(present)}; pass --overwrite to replace "
-            "them, or another --out"
+            f"{out} already holds the demo's {', '.join(present)}; pass `overwrite` to replace "
+            "them, or another `out`"
         )
     for name in present:
         target = out / name

@@ -392,9 +392,8 @@ def load_model(
     state = load_state_dict(path, map_location)
     if network is None:
         raise ValueError(
-            f"{path} is a state dict, which needs its architecture: pass network= "
-            "(CLI: --network, e.g. small_cnn or DenseNet121) and network_args= "
-            "(CLI: --network-args), or save the model as TorchScript"
+            f"{path} is a state dict, which needs its architecture: pass `network` "
+            "(e.g. small_cnn or DenseNet121) and `network_args`, or save the model as TorchScript"
         )
     model = get_network(network, **dict(network_args or {}))
     try:

@@ -42,7 +42,7 @@ def load_recipe(spec: str | Path, *, allow_code: bool = False) -> Recipe:
     text = str(spec)
     path = Path(text)
     refuse = (
-        f"recipe {text} {CODE_WARNING}; if you do, pass allow_code=True (CLI: --trust-recipe), "
+        f"recipe {text} {CODE_WARNING}; if you do, pass `allow_code`, "
         'or give a data-only recipe .json, e.g. {"network": "mlp", "network_args": {...}}'
     )
     if path.suffix.lower() in (".json", ".yaml", ".yml"):
@@ -98,7 +98,7 @@ def _data_only(content: dict, path: Path) -> SupervisedRecipe:
         raise ValueError(
             f"recipe {path}: {found} is MONAI config code, which a data-only recipe does not "
             "evaluate; give plain values (numbers, strings, lists), or a bundle training "
-            "config with --trust-recipe"
+            "config with `allow_code`"
         )
     try:
         recipe = SupervisedRecipe.from_dict(content)

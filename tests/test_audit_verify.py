@@ -50,7 +50,7 @@ def test_a_moved_model_is_checked_where_it_is_now(tmp_path):
 def test_nothing_to_check_is_refused(tmp_path):
     path = tmp_path / "result.json"
     path.write_text(json.dumps({"provenance": {"cache_entries": {}}}))
-    with pytest.raises(ValueError, match="records no file to check: audit with --cache-dir"):
+    with pytest.raises(ValueError, match="records no file to check: audit with `cache_dir`"):
         verify_result(path)
     path.write_text("{}")
     with pytest.raises(ValueError, match="not an audit result"):

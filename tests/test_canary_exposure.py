@@ -58,7 +58,7 @@ def test_a_plan_refuses_a_small_space_and_too_many_copies(tmp_path):
     assert space_size("AAAAA") == 26**5 and space_size("Aa-00") == 26 * 26 * 100
     with pytest.raises(ValueError, match=r"holds 456,976 texts, fewer than 1,000,000"):
         plan_canaries(tree, 1, 3, space="AAAA")
-    with pytest.raises(ValueError, match=r"has 7 images left .*the most left: 6\).*--copies-from"):
+    with pytest.raises(ValueError, match=r"has 7 images left .*the most left: 6\).*`copies_from`"):
         plan_canaries(tree, 1, 7)
     spread = plan_canaries(tree, 1, 7, copies_from="tree")
     assert {Path(f).parent.name for f in spread.planted()} == {"a", "b"}

@@ -291,7 +291,7 @@ def test_h5_dicom_export_refusals_leave_nothing(tmp_path):
     out, dicoms = tmp_path / "acdc.json", tmp_path / "dicom"
     dicoms.mkdir()
     (dicoms / "keep.txt").write_text("x")
-    with pytest.raises(FileExistsError, match=r"not an empty folder.*another --dicom-dir"):
+    with pytest.raises(FileExistsError, match=r"not an empty folder.*another `dicom_dir`"):
         run(["acdc-h5", str(root), "-o", str(out), "--dicom-dir", str(dicoms)])
     assert not out.exists() and [p.name for p in dicoms.iterdir()] == ["keep.txt"]
     with pytest.raises(ValueError, match="--level slice"):

@@ -6,6 +6,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 from monai.data import load_decathlon_datalist
 
@@ -123,7 +124,7 @@ def test_explicit_providers(tmp_path):
     assert spec.method == EXPLICIT
     assert spec.assign(strata) == {"a": "A", "b": "A", "c": "B", "d": "B"}
     spec = SiteSpec(providers=(parse_provider("A=a"),))
-    with pytest.raises(ValueError, match=r"in no provider: b, c, d; list it or pass --other-site"):
+    with pytest.raises(ValueError, match=r"in no provider: b, c, d; list it or pass `other_site`"):
         spec.assign(strata)
     spec = SiteSpec(providers=(parse_provider("A=a"),), other_site="rest")
     assert spec.assign(strata) == {"a": "A", "b": "rest", "c": "rest", "d": "rest"}
@@ -139,7 +140,7 @@ def test_explicit_providers(tmp_path):
 def test_provider_options_exclude_each_other(tmp_path):
     with pytest.raises(ValueError, match="choose one provider option"):
         SiteSpec(site_map=tmp_path / "s.csv", random_sites=2)
-    with pytest.raises(ValueError, match="--other-site only applies"):
+    with pytest.raises(ValueError, match="`other_site` only applies"):
         SiteSpec(other_site="rest")
     assert SiteSpec().method == SINGLE
     assert SiteSpec(random_sites=2).method == RANDOM == "random-stratified (not field strength)"
@@ -253,3 +254,21 @@ def test_prepare_is_wired_into_the_dispatcher(tmp_path, capsys):
     assert code == 2
     assert "stage_2_train_images not found" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "d.json").exists()
+
+
+def test_the_command_line_names_the_flags_where_the_library_names_parameters(tmp_path, capsys):
+    """Issue 67, item 2: ``SiteSpec`` names its fields (``other_site``, ``providers``);
+    ``monai-forget prepare`` shows its own flags for them, and writes nothing."""
+    from monai_forget.cli import main
+
+    npz = tmp_path / "tiny.npz"
+    rng = np.random.default_rng(0)
+    np.savez(npz, **{f"{split}_{kind}": rng.integers(0, 2, (4, 28, 28) if kind == "images"
+                                                      else (4, 1), dtype=np.uint8)
+                     for split in ("train", "val", "test") for kind in ("images", "labels")})  # fmt: skip
+    code = main(["prepare", "medmnist", str(npz), "--image-dir", str(tmp_path / "png"),
+                 "-o", str(tmp_path / "d.json"), "--other-site", "rest"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "--other-site only applies together with --provider" in err, err
+    assert "`" not in err and not (tmp_path / "d.json").exists()

@@ -292,7 +292,7 @@ def test_covidx_errors_name_the_line(tmp_path):
     with pytest.raises(ValueError, match="line 2: its patient has source 'rsna'"):
         covidx.collect(root)
     (root / "test.txt").write_text("201 f.png COVID-19 cohen\n")
-    with pytest.raises(ValueError, match="pass --label-names"):
+    with pytest.raises(ValueError, match="pass `label_names`"):
         covidx.collect(root)
     _, names = covidx.collect(root, label_names=("negative", "positive", "COVID-19"))
     assert names == ("negative", "positive", "COVID-19")

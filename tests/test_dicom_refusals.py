@@ -100,7 +100,7 @@ def test_corrupt_compressed_data(tmp_path):
 
 
 def test_empty_patient_name(tmp_path):
-    refuse(real_file("image_dfl.dcm"), tmp_path / "out", "PatientName is empty.*--text")
+    refuse(real_file("image_dfl.dcm"), tmp_path / "out", "PatientName is empty.*`text`")
 
 
 def test_bad_frames_and_characters(tmp_path):

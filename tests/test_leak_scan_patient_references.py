@@ -244,7 +244,7 @@ def test_cli_split_patients_then_scan(probes, references, tmp_path, capsys):
     assert record["significant"] == [LEAKED] and record["settings"]["references_by_patient"]
     capsys.readouterr()
     assert main([*base, *lists, "--out", str(tmp_path / "x")]) == 2
-    assert "each roster name's patient (CLI: --reference-patients and --patient-column)" in (
+    assert "each roster name's patient (--reference-patients and --patient-column)" in (
         capsys.readouterr().err
     )  # the library's rule (leak_scan), not one of the command line's own
     assert main([*base, *lists[:6], "--patient-column", "mrn", "--out", str(tmp_path / "x")]) == 2

@@ -115,7 +115,7 @@ def test_the_cxr_bundle_preprocessing_read_from_the_bundle(tmp_path):
     expected = area_halve(loaded / 255.0)
     np.testing.assert_allclose(pre(loaded), expected, atol=1e-6)
     assert "ScaleIntensityRanged" in pre.description and "Resized" in pre.description
-    with pytest.raises(FileNotFoundError, match="--bundle"):
+    with pytest.raises(FileNotFoundError, match="`bundle`"):
         Preprocessing.from_bundle(tmp_path)
 
 

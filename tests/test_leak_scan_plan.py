@@ -64,3 +64,8 @@ def test_the_command_line_names_its_own_flags_where_the_library_names_parameters
     assert as_flags(said, parser, scan) == "--canary-manifest and `remaining` and --patient-column"
     fl = parser.parse_args(["fl", "simulate", "--out", "o"])
     assert "--remaining" in as_flags(said, parser, fl)
+    # a table entry applies only where the command has that flag: `canary inject` writes
+    # its manifest with --manifest, `memorisation scan` reads one with --canary-manifest
+    inject = parser.parse_args(["canary", "inject", "src", "dst", "--text", "A"])
+    assert as_flags("`manifest`", parser, inject) == "--manifest"
+    assert as_flags("`manifest`", parser, scan) == "--canary-manifest"

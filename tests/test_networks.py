@@ -66,7 +66,7 @@ def test_load_state_dict_forms(tmp_path: Path) -> None:
 
 def test_state_dict_needs_network(tmp_path: Path) -> None:
     torch.save(_fixed_net().state_dict(), tmp_path / "w.pt")
-    with pytest.raises(ValueError, match="--network"):
+    with pytest.raises(ValueError, match="`network`"):
         load_model(tmp_path / "w.pt")
     with pytest.raises(ValueError, match="does not fit"):
         load_model(

@@ -161,7 +161,8 @@ def test_report_quotes_the_error_rates_of_the_matching_cell() -> None:
     assert quoted["rows"] and all(r["size"] == 50 for r in quoted["rows"])  # |D_Q| 40
     assert quoted["sentences"][0].startswith(
         "Where the model never saw D_Q (MNIST; D_Q from the non-members' source; |D_Q| 50; "
-        '15 trainings), the audit wrongly said "not forgotten" in ')
+        '15 trainings), the audit wrongly said "not forgotten" in '
+    )
     assert all(x.endswith(".") and ". " not in x for x in quoted["sentences"])  # one sentence each
     assert 'said "forgotten"' not in quoted["statement"]
     assert all(r["margin"] == 0.5 for r in quoted["rows"])
@@ -225,7 +226,7 @@ def test_a_forgotten_decision_quotes_the_shifted_sites_cells_too(monkeypatch) ->
     )
     assert few_site.startswith(
         "Where 50% or more of D_Q was trained on (X; D_Q from another site the target trained "
-        f'on only a few images of; |D_Q| {size}; 5 trainings), the audit wrongly said '
+        f"on only a few images of; |D_Q| {size}; 5 trainings), the audit wrongly said "
         '"forgotten" in 7.0 % of 100 audits'
     )
     assert few_site.endswith("more than its alpha of 0.05: this error is not shown to be "

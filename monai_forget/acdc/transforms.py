@@ -112,7 +112,7 @@ def check_new_masks(
     from monai_forget.io import check_writable
 
     if not volumes:
-        raise ValueError("no volume to segment: check the datalist section and --patients")
+        raise ValueError("no volume to segment: check the datalist section and `patients`")
     paths = [os.path.join(output_dir, f"{v['patient']}_{v['phase']}_seg.nii.gz") for v in volumes]
     for path in paths:
         check_writable(path, overwrite)

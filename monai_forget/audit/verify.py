@@ -85,7 +85,7 @@ def verify_result(path: str | os.PathLike, model: str | os.PathLike | None = Non
     files = _recorded(provenance, model)
     if not files:
         raise ValueError(
-            f"{path} records no file to check: audit with --cache-dir to keep the reference "
+            f"{path} records no file to check: audit with `cache_dir` to keep the reference "
             "models and predictions that decide"
         )
     matched, changed, missing = [], [], []

@@ -75,7 +75,7 @@ def select(
             raise ValueError(
                 f"{name}: entries {missing[:5]} have no 'site' field, so providers cannot be "
                 "selected; prepare the datalist with providers (monai-forget prepare ... "
-                "--provider/--random-sites/--site-map)"
+                "`providers`/`random_sites`/`site_map`)"
             )
         present = sorted({str(e["site"]) for e in entries})
         unknown = sorted(set(keep_sites or ()) - set(present))

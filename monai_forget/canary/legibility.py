@@ -203,16 +203,16 @@ class Suggestion:
 
     def describe(self) -> str:
         size = (
-            f"--scale {self.scale}" if self.scale is not None else f"--font-size {self.font_size}"
+            f"`scale` {self.scale}" if self.scale is not None else f"`font_size` {self.font_size}"
         )
         if self.position is None:
             return (
                 f"none fits: at {size}, the smallest that could be legible, the text is "
                 f"{self.width} pixels wide; a text of at most {self.max_characters} "
-                "characters would fit (--text)"
+                "characters would fit (`text`)"
             )
         row, col = self.position
-        return f"{size} --position {row} {col}"
+        return f"{size} `position` {row} {col}"
 
 
 def smallest_legible(

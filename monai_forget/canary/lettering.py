@@ -202,5 +202,5 @@ def as_lettering(
     if font is not None:
         return TrueTypeLettering(font, DEFAULT_FONT_SIZE if font_size is None else font_size)
     if font_size is not None:
-        raise ValueError("a font size needs a font (--font)")
+        raise ValueError("a font size needs a font (`font`)")
     return BitmapLettering(int(scale_or_lettering))

@@ -51,24 +51,36 @@ def describe_error(err: BaseException) -> str:
 
 
 #: Library parameters whose flag is not their name with dashes (the one place they map).
-PARAMETER_FLAGS = {"manifest": "--canary-manifest"}
+PARAMETER_FLAGS = {
+    "manifest": "--canary-manifest",
+    "allow_code": "--trust-recipe",
+    "providers": "--provider",
+    "from_source": "--site-from-source",
+}
 
 
 def as_flags(message: str, parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
     """A library message as the command line reads it: each parameter the library names
     in backticks (```patient_column```) becomes the flag of the command that was run
-    that sets it (``--patient-column``); a backticked word none of its options sets
-    stays as it is."""
-    node, flags = parser, dict(PARAMETER_FLAGS)
+    that sets it (``--patient-column``; :data:`PARAMETER_FLAGS` where the command has that
+    flag); a backticked word none of its options sets stays as it is."""
+    node, dests, options = parser, {}, set()
     while node is not None:
         step = None
         for action in node._actions:
             if isinstance(action, argparse._SubParsersAction):
                 step = action.choices.get(getattr(args, action.dest, None))
             elif action.option_strings:
-                flags.setdefault(action.dest, max(action.option_strings, key=len))
+                dests.setdefault(action.dest, max(action.option_strings, key=len))
+                options.update(action.option_strings)
         node = step
-    return re.sub(r"`(\w+)`", lambda m: flags.get(m.group(1), m.group(0)), message)
+
+    def flag(match: re.Match) -> str:
+        name = match.group(1)
+        mapped = PARAMETER_FLAGS.get(name)
+        return mapped if mapped in options else dests.get(name, match.group(0))
+
+    return re.sub(r"`(\w+)`", flag, message)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

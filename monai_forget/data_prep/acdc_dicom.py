@@ -45,7 +45,7 @@ def dicom_samples(samples: Sequence[dict[str, Any]], dicom_dir: str | Path) -> l
         if "slice" not in sample:
             raise ValueError(
                 f"{sample['patient']} frame {sample['frame']} is a volume entry: the DICOM "
-                "export writes one file per slice; prepare at slice level (CLI: --level slice)"
+                "export writes one file per slice; prepare at slice level (`level` slice)"
             )
         entry = {k: v for k, v in sample.items() if k not in ("seg", "slice_axis")}
         entry.update(image=dicom_path(dicom_dir, sample), source_file=Path(sample["image"]).name)
@@ -63,7 +63,7 @@ def check_dicom_dir(dicom_dir: str | Path) -> None:
     if folder.exists() and not (folder.is_dir() and not any(folder.iterdir())):
         raise FileExistsError(
             f"{folder} already exists and is not an empty folder; the DICOM export writes a "
-            "new folder: choose another --dicom-dir or remove it"
+            "new folder: choose another `dicom_dir` or remove it"
         )
 
 
@@ -93,7 +93,7 @@ def export_dicom(
     folder = Path(dicom_dir)
     check_dicom_dir(folder)
     if any(s.get("slice") is None for s in samples):
-        raise ValueError("volume-level samples cannot be exported as slices; use --level slice")
+        raise ValueError("volume-level samples cannot be exported as slices; use `level` slice")
     series: dict[tuple[str, int], str] = {}
     top = 2**BITS_STORED - 1
     with staged_folder(folder) as staging:

@@ -154,6 +154,6 @@ def release_split(root: str | Path, samples: list[dict[str, Any]]) -> list[dict[
     if missing:
         raise ValueError(
             f"patients {missing[:5]} are in none of {list(RELEASE_LISTS.values())} in {root}; "
-            "use --split with fractions instead"
+            "use `split` with fractions instead"
         )
     return [dict(s, split=split_of[s["patient"]]) for s in samples]

@@ -55,7 +55,7 @@ def label_order(found: set[str], label_names: Sequence[str] | None) -> tuple[str
         unknown = found - set(label_names)
         if unknown:
             raise ValueError(
-                f"labels {sorted(unknown)} are not in --label-names {list(label_names)}"
+                f"labels {sorted(unknown)} are not in `label_names` {list(label_names)}"
             )
         return tuple(label_names)
     for known in KNOWN_LABELS:
@@ -63,7 +63,7 @@ def label_order(found: set[str], label_names: Sequence[str] | None) -> tuple[str
             return known
     raise ValueError(
         f"labels {sorted(found)} match no known COVIDx class order {KNOWN_LABELS}; "
-        "pass --label-names NAME0,NAME1,... to fix the order"
+        "pass `label_names` NAME0,NAME1,... to fix the order"
     )
 
 

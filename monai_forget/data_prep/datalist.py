@@ -46,7 +46,7 @@ class PathStyle:
         """Relative to ``base_dir`` (default: the datalist's folder), or absolute."""
         if absolute:
             if base_dir is not None:
-                raise ValueError("--absolute and --base-dir exclude each other; choose one")
+                raise ValueError("`absolute` and `base_dir` exclude each other; choose one")
             return cls(None)
         return cls(Path(base_dir if base_dir is not None else Path(output).parent).resolve())
 
@@ -189,7 +189,7 @@ def check_monai_paths(datalist: Mapping[str, Any], base_dir: Path) -> None:
                     raise ValueError(
                         f"field {key}={value!r} names an existing path under {base_dir}; "
                         "monai.data.load_decathlon_datalist would rewrite it into a path. "
-                        "Write the datalist (or set --base-dir) outside the dataset folder"
+                        "Write the datalist (or set `base_dir`) outside the dataset folder"
                     )
 
 

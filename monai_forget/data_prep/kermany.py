@@ -43,7 +43,7 @@ def parse_patient(path: Path, patterns: tuple[re.Pattern, ...] = PATTERNS) -> di
     raise ValueError(
         f"{path}: cannot read a patient id from the file name; expected names like "
         "person1_bacteria_1.jpeg, IM-0115-0001.jpeg or NORMAL2-IM-1427-0001.jpeg "
-        "(or pass --patient-regex with a (?P<patient>...) group)"
+        "(or pass `patient_regex` with a (?P<patient>...) group)"
     )
 
 
@@ -68,7 +68,7 @@ def collect(root: str | Path, patient_regex: str | None = None) -> list[dict[str
     if patient_regex is not None:
         pattern = re.compile(patient_regex)
         if "patient" not in pattern.groupindex:
-            raise ValueError(f"--patient-regex {patient_regex!r} needs a (?P<patient>...) group")
+            raise ValueError(f"`patient_regex` {patient_regex!r} needs a (?P<patient>...) group")
         patterns = (pattern,)
     splits = [s for s in SOURCE_SPLIT_KEYS if (root / s).is_dir()]
     if not splits:

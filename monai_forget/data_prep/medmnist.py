@@ -150,7 +150,7 @@ def collect(
         if bad.size:
             raise ValueError(
                 f"{npz}: {split}_labels has value {int(bad[0])} but only {len(label_names)} "
-                f"label names {list(label_names)} were given; pass --label-names"
+                f"label names {list(label_names)} were given; pass `label_names`"
             )
         for index, label in enumerate(labels.tolist()):
             if patient_id(split, index) in dropped:
@@ -182,8 +182,8 @@ def check_image_dir(image_dir: str | Path, overwrite: bool) -> bool:
     existing = image_dir.is_dir() and any(image_dir.iterdir())
     if existing and not overwrite:
         raise FileExistsError(
-            f"{image_dir} is not empty; pass --overwrite to replace its PNGs or choose "
-            "another --image-dir"
+            f"{image_dir} is not empty; pass `overwrite` to replace its PNGs or choose "
+            "another `image_dir`"
         )
     return existing
 

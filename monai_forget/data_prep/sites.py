@@ -61,7 +61,7 @@ def parse_provider(text: str) -> tuple[str, tuple[str, ...]]:
     name = name.strip()
     if not sep or not name:
         raise ValueError(
-            f"--provider {text!r}: expected NAME=patient001,patient002,... or NAME=@file"
+            f"`providers` {text!r}: expected NAME=patient001,patient002,... or NAME=@file"
         )
     members = members.strip()
     if members.startswith("@"):
@@ -71,7 +71,7 @@ def parse_provider(text: str) -> tuple[str, tuple[str, ...]]:
     else:
         patients = [p.strip() for p in members.split(",") if p.strip()]
     if not patients:
-        raise ValueError(f"--provider {text!r}: provider {name!r} lists no patients")
+        raise ValueError(f"`providers` {text!r}: provider {name!r} lists no patients")
     return name, patients if isinstance(patients, Listed) else tuple(patients)
 
 
@@ -124,19 +124,19 @@ class SiteSpec:
         chosen = [
             flag
             for flag, used in (
-                ("--site-map", self.site_map is not None),
-                ("--provider", bool(self.providers)),
-                ("--random-sites", self.random_sites is not None),
-                ("--site-from-source", self.from_source),
+                ("`site_map`", self.site_map is not None),
+                ("`providers`", bool(self.providers)),
+                ("`random_sites`", self.random_sites is not None),
+                ("`from_source`", self.from_source),
             )
             if used
         ]
         if len(chosen) > 1:
             raise ValueError(f"choose one provider option, not {' and '.join(chosen)}")
         if self.other_site is not None and not self.providers:
-            raise ValueError("--other-site only applies together with --provider")
+            raise ValueError("`other_site` only applies together with `providers`")
         if self.random_sites is not None:
-            check_in("--random-sites", self.random_sites, COUNT)
+            check_in("`random_sites`", self.random_sites, COUNT)
 
     @property
     def method(self) -> str:
@@ -182,7 +182,7 @@ class SiteSpec:
             return random_sites(strata, self.random_sites, seed)
         if self.from_source:
             if sources is None:
-                raise ValueError("--site-from-source: this layout has no source column")
+                raise ValueError("`from_source`: this layout has no source column")
             return {p: sources[p] for p in sorted(patients)}
         return dict.fromkeys(sorted(patients), DEFAULT_SITE)
 
@@ -193,7 +193,7 @@ class SiteSpec:
         for name, members in self.providers:
             where.update(getattr(members, "where", {}))
             if name in seen_names:
-                raise ValueError(f"--provider {name!r} given twice; merge its patient lists")
+                raise ValueError(f"`providers` {name!r} given twice; merge its patient lists")
             seen_names.add(name)
             for patient in members:
                 if patient in mapping and mapping[patient] != name:
@@ -204,14 +204,14 @@ class SiteSpec:
                 mapping[patient] = name
         if self.other_site is not None:
             if self.other_site in seen_names:
-                raise ValueError(f"--other-site {self.other_site!r} is also a --provider name")
+                raise ValueError(f"`other_site` {self.other_site!r} is also a `providers` name")
             for patient in patients - set(mapping):
                 mapping[patient] = self.other_site
         _check_covers(
             mapping,
             patients,
-            "--provider lists",
-            hint="list it or pass --other-site NAME",
+            "`providers` lists",
+            hint="list it or pass `other_site` NAME",
             where=where,
         )
         return {p: mapping[p] for p in sorted(patients)}

@@ -30,11 +30,11 @@ def parse_fractions(text: str) -> tuple[float, float, float]:
         values = ()
     if len(values) != 3 or any(v < 0 or not math.isfinite(v) for v in values):
         raise ValueError(
-            f"--split {text!r}: expected three non-negative fractions TRAIN,VAL,TEST "
+            f"`split` {text!r}: expected three non-negative fractions TRAIN,VAL,TEST "
             "such as 0.7,0.1,0.2"
         )
     if abs(sum(values) - 1.0) > 1e-6:
-        raise ValueError(f"--split {text!r}: the fractions sum to {sum(values):g}, not 1")
+        raise ValueError(f"`split` {text!r}: the fractions sum to {sum(values):g}, not 1")
     return values  # type: ignore[return-value]
 
 

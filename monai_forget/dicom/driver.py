@@ -65,7 +65,7 @@ def check_not_input(src: Path, dst: Path) -> None:
     if same:
         raise InjectionError(
             f"output {dst} is the input {src} (the same file, directly or through a "
-            "link); the input is never modified, even with --overwrite"
+            "link); the input is never modified, even with `overwrite`"
         )
 
 

@@ -125,9 +125,7 @@ def _check_paths(src: Path, dst: Path, overwrite: bool) -> None:
     if dst.exists() and not dst.is_dir():
         raise FileExistsError(f"{dst} is a file; a folder input needs an output folder")
     if dst.exists() and any(dst.iterdir()) and not overwrite:
-        raise FileExistsError(
-            f"{dst} already exists and is not empty; pass overwrite=True (CLI: --overwrite)"
-        )
+        raise FileExistsError(f"{dst} already exists and is not empty; pass `overwrite`")
 
 
 def _copy(src: Path, dst: Path, final: Path) -> ManifestRecord:
@@ -367,7 +365,7 @@ def _publish(stage: Path, dst: Path, overwrite: bool) -> None:
     except OSError as err:
         if not overwrite:
             raise FileExistsError(
-                f"{dst} is not empty (another run wrote there?); pass --overwrite to merge"
+                f"{dst} is not empty (another run wrote there?); pass `overwrite` to merge"
             ) from err
     root = dst.resolve()
     moves = [(p, dst / p.relative_to(stage)) for p in sorted(stage.rglob("*")) if p.is_file()]

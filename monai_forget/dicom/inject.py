@@ -67,7 +67,7 @@ def _resolve_text(ds: Dataset, options: BurnInOptions) -> tuple[str, str]:
     if options.text is not None:
         return options.text, "given"
     if "PatientName" not in ds:
-        raise InjectionError("the file has no PatientName; pass the text to burn in (--text)")
+        raise InjectionError("the file has no PatientName; pass the text to burn in (`text`)")
     return display_name(ds.PatientName), "PatientName"
 
 

@@ -99,7 +99,7 @@ class LegibilityCheck:
                 f"{record.output}: {'; '.join(seen.shortfalls())}. The smallest lettering that "
                 f"could be legible there: {hint}. Nothing was "
                 "written; to plant it anyway, allow illegible canaries (allow_illegible; CLI: "
-                "--allow-illegible), and the manifest records legible: false"
+                "`allow_illegible`), and the manifest records legible: false"
             )
         return out
 

@@ -160,7 +160,7 @@ def manifest_placement(
     if len(placements) > 1:
         raise ValueError(
             f"{path}: the files were burned at {len(placements)} places, scales or fonts; "
-            "scan each placement with --position and --scale (or --font and --font-size)"
+            "scan each placement with `position` and `scale` (or `font` and `font_size`)"
         )
     ((row, col, scale, burned_font, burned_size),) = placements
     if (font is not None and font != burned_font) or (
@@ -201,7 +201,7 @@ def check_model_input(placement: dict, input_shape: Sequence[int], manifest: str
     raise ValueError(
         f"{manifest} measured its canary at a {measured[-2]}x{measured[-1]} model input, but "
         f"this scan's bundle delivers {input_shape[-2]}x{input_shape[-1]}; pass the bundle "
-        "parameters the model was trained with (--bundle-set, e.g. image_size=128), as "
+        "parameters the model was trained with (`bundle_set`, e.g. image_size=128), as "
         "canary inject was given them"
     )
 

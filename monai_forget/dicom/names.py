@@ -29,11 +29,11 @@ def display_name(name: PersonName | str) -> str:
     folded = unicodedata.normalize("NFKD", text)
     text = "".join(c for c in folded if not unicodedata.combining(c))
     if not text:
-        raise InjectionError("PatientName is empty; pass the text to burn in (--text)")
+        raise InjectionError("PatientName is empty; pass the text to burn in (`text`)")
     missing = unsupported_characters(text)
     if missing:
         raise InjectionError(
             f"PatientName has {len(missing)} character(s) outside the typeface "
-            "(A-Z a-z 0-9 space ^ , . - '); pass the text explicitly (--text)"
+            "(A-Z a-z 0-9 space ^ , . - '); pass the text explicitly (`text`)"
         )
     return text

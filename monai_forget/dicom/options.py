@@ -57,7 +57,7 @@ class BurnInOptions:
     def lettering(self) -> Lettering:
         """The 5x5 typeface at ``scale``, or the TrueType ``font`` at ``font_size``."""
         if self.font is not None and self.height_fraction is not None:
-            raise ValueError("--height-fraction sizes the 5x5 typeface; give --font-size")
+            raise ValueError("`height_fraction` sizes the 5x5 typeface; give `font_size`")
         return as_lettering(self.scale, self.font, self.font_size)
 
 
@@ -152,7 +152,7 @@ def check_changes(
             raise InjectionError(
                 f"{target}: every pixel under the text already holds the canary value "
                 f"{value} (the value displayed as white), so the burn-in would change "
-                "nothing; choose a --position where the image is not already white (a "
+                "nothing; choose a `position` where the image is not already white (a "
                 "constant image can carry no visible text)"
             )
     return [int(c) for c in changed]

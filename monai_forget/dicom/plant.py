@@ -125,7 +125,7 @@ def plan_canaries(
         if not fits:
             largest = max((len(p) for p in left.values()), default=0)
             where = "folder" if copies_from == "folder" else "tree"
-            spread = ", or pass copies_from='tree' (CLI: --copies-from tree)"
+            spread = ", or pass `copies_from` tree"
             raise ValueError(
                 f"no {where} under {source} has {count} images left for a canary (the most "
                 f"left: {largest}); plant fewer copies or canaries"

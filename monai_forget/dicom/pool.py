@@ -68,7 +68,7 @@ def ordered_map(
     except BrokenProcessPool as err:
         raise InjectionError(
             "a worker process died (out of memory?); nothing was published: "
-            "run again with fewer workers (--workers)"
+            "run again with fewer workers (`workers`)"
         ) from err
     finally:
         with signals_deferred():

@@ -93,8 +93,8 @@ def inject_and_publish(
     source, output = Path(source), Path(output)
     if canary is not None and all_files:
         raise ValueError(
-            "canary (the one file to burn) and all_files (every file) are mutually "
-            "exclusive (CLI: --canary, --all): give one"
+            "`canary` (the one file to burn) and `all_files` (every file) are mutually "
+            "exclusive: give one"
         )
     if not source.is_dir() and (canary is not None or all_files or planted is not None):
         raise ValueError(

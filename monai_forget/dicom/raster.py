@@ -48,7 +48,7 @@ def is_png(path: str | os.PathLike) -> bool:
 
 def _place(options: BurnInOptions, shape: tuple[int, ...]) -> Placement:
     if options.text is None:
-        raise InjectionError("NIfTI and PNG files have no PatientName; pass the text (--text)")
+        raise InjectionError("NIfTI and PNG files have no PatientName; pass the text (`text`)")
     if len(shape) < 2:
         raise InjectionError(f"expected an image with at least 2 axes, got shape {shape}")
     return place_text(options.text, "given", options, shape[0], shape[1])

@@ -260,7 +260,7 @@ def check_withdrawal(
             :data:`REFMODEL_MIN_PROVIDERS` providers, or 1-2 retrained models.
     """
     if len(clients) < 2:
-        raise ValueError(f"a federation needs at least 2 providers (--clients), got {len(clients)}")
+        raise ValueError(f"a federation needs at least 2 providers (`clients`), got {len(clients)}")
     if withdrawing not in clients:
         raise ValueError(f"withdrawing provider {withdrawing!r} is not one of {sorted(clients)}")
     stay = [c for c in clients if c != withdrawing]

@@ -88,7 +88,7 @@ def _unseen(names, references, reference_patients, name_patients) -> list[tuple[
     if reference_patients is None or name_patients is None:
         raise ValueError(
             "references by patient need both each reference's training patients and each "
-            "roster name's patient (CLI: --reference-patients and --patient-column)"
+            "roster name's patient (`reference_patients` and `patient_column`)"
         )
     if len(reference_patients) != len(references):
         raise ValueError(
@@ -154,7 +154,7 @@ def leak_scan(
     if truetype(config) and pipeline is None:
         raise ValueError(
             "TrueType text is scanned where it is burned: pass the probes at acquisition "
-            "resolution with the model's preprocessing (PipelineProbes; CLI: --bundle)"
+            "resolution with the model's preprocessing (PipelineProbes; `bundle`)"
         )
     images = as_probe_images(probes if pipeline is None else pipeline.clean())
     grid = images.shape[-2:] if pipeline is None else pipeline.grid

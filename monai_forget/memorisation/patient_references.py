@@ -89,7 +89,7 @@ def unseen_references(
     if len(name_patients) != len(names):
         raise ValueError(
             f"{len(name_patients)} patient IDs for {len(names)} roster names: give one "
-            "patient ID per name (CLI: --patient-column)"
+            "patient ID per name (`patient_column`)"
         )
     seen = [frozenset(str(p) for p in ps) for ps in reference_patients]
     _check_ids_match(names, name_patients, seen)

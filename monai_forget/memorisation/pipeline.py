@@ -128,7 +128,7 @@ class PipelineProbes:
             folder = Path(probes)
             if not folder.is_dir():
                 raise FileNotFoundError(
-                    f"{folder} is not a folder; with a bundle, --probes is a folder of image "
+                    f"{folder} is not a folder; with a bundle, `probes` is a folder of image "
                     "files its loader reads (DICOM, PNG, ...)"
                 )
             files = sorted(

@@ -95,7 +95,7 @@ class Preprocessing:
         root = Path(bundle)
         path = root / config
         if not path.is_file():
-            raise FileNotFoundError(f"{path} does not exist; pass the bundle's folder (--bundle)")
+            raise FileNotFoundError(f"{path} does not exist; pass the bundle's folder (`bundle`)")
         parser = ConfigParser()
         parser.read_config(str(path))
         parser["bundle_root"] = str(root)

@@ -101,7 +101,7 @@ def _read_roster(path: Path, column: str | None, patient_column: str | None) -> 
         if key is None:  # the header is not shown: the file may not be a roster at all
             raise ValueError(
                 f"roster {path}, line 1: {len(fields)} column(s) and none is 'name'; pass the "
-                "column holding the names (CLI: --column), or add a 'name' header"
+                "column holding the names (`column`), or add a 'name' header"
             )
         patient_key = None
         if patient_column is not None:
@@ -109,7 +109,7 @@ def _read_roster(path: Path, column: str | None, patient_column: str | None) -> 
             if patient_key is None:
                 raise ValueError(
                     f"roster {path}, line 1: no column {patient_column!r} for the patient IDs; "
-                    "pass the column that holds them (CLI: --patient-column)"
+                    "pass the column that holds them (`patient_column`)"
                 )
         names, lines, patients = [], [], []
         for row in reader:
