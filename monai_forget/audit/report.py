@@ -24,7 +24,6 @@ import numpy as np
 from monai_forget.audit.figures import FIGURES, ema_figure, ks_figure, tpr_at_fpr
 from monai_forget.audit.result import (
     FORGOTTEN,
-    INCONCLUSIVE,
     NOT_FORGOTTEN,
     AuditResult,
     bound_share,
