@@ -264,8 +264,9 @@ def test_the_command_line_names_the_flags_where_the_library_names_parameters(tmp
     npz = tmp_path / "tiny.npz"
     rng = np.random.default_rng(0)
     shapes = {"images": (4, 28, 28), "labels": (4, 1)}
-    np.savez(npz, **{f"{split}_{kind}": rng.integers(0, 2, shape, dtype=np.uint8)
-                     for split in ("train", "val", "test") for kind, shape in shapes.items()})  # fmt: skip
+    arrays = {f"{split}_{kind}": rng.integers(0, 2, shape, dtype=np.uint8)
+              for split in ("train", "val", "test") for kind, shape in shapes.items()}  # fmt: skip
+    np.savez(npz, **arrays)
     code = main(["prepare", "medmnist", str(npz), "--image-dir", str(tmp_path / "png"),
                  "-o", str(tmp_path / "d.json"), "--other-site", "rest"])  # fmt: skip
     err = capsys.readouterr().err
