@@ -15,6 +15,8 @@ from pathlib import Path
 from monai_forget.io import atomic_write
 
 LINES: list[str] = []
+#: Whether the run's command, commit, date and machine are among the lines already.
+_PROVENANCE_SAID = False
 
 
 def say(text: str = "") -> None:
@@ -38,9 +40,16 @@ def log(msg: str) -> None:
 
 
 def write(path: str | Path) -> None:
-    """Write every result line said so far to ``path``, atomically."""
+    """Write every result line said so far to ``path``, atomically; a results file whose
+    lines do not say how it was run ends with its command, commit, date and machine
+    (issue 67, item 4: every results file a benchmark writes records them)."""
+    lines = list(LINES)
+    if not _PROVENANCE_SAID:
+        made = provenance(sys.argv)
+        lines += ["", "---", "", f"Written by `{made['command']}` · commit {made['commit']} · "
+                  f"{made['date']} · {made['machine']}"]  # fmt: skip
     with atomic_write(Path(path), "w", overwrite=True) as handle:
-        handle.write("\n".join(LINES) + "\n")
+        handle.write("\n".join(lines) + "\n")
 
 
 def finish(targets: list[str], out: str | Path | None) -> int:
@@ -82,6 +91,8 @@ def _from_root(script: str, root: Path) -> str:
 
 def say_provenance(record: dict[str, str]) -> None:
     """The record's command, commit, date and machine as one results line."""
+    global _PROVENANCE_SAID
+    _PROVENANCE_SAID = True
     say(
         f"`{record['command']}` · commit {record['commit']} · {record['date']} · "
         f"{record['machine']}"

@@ -130,6 +130,7 @@ class Audit:
     nonmember_mu: np.ndarray
     nonmember_labels: np.ndarray
     member_shift_p: float  # the members' shift p-value: one per training
+    nonmember_scores: np.ndarray | None = None  # raw: the hidden-shift tolerance's unit
 
     @classmethod
     def of(
@@ -164,15 +165,21 @@ class Audit:
             a_mu[n],
             a_labels[n],
             shift_pvalue(a_mu[m], a_mu[n], (a_labels[m], a_labels[n])),
+            a_score[n],
         )
 
-    def decide(self, index: dict[str, np.ndarray], seed: int) -> dict[str, object]:
-        """Decisions at every margin, and the bound, for the D_Q made of ``index``."""
+    def decide(
+        self, index: dict[str, np.ndarray], seed: int, tolerance: bool = False
+    ) -> dict[str, object]:
+        """Decisions at every margin, and the bound, for the D_Q made of ``index``;
+        ``tolerance``: also the hidden-shift tolerance at the largest margin, and whether
+        the shift check fired."""
         score = np.concatenate([self.pools[k][0][i] for k, i in index.items()])
         mu = np.concatenate([self.pools[k][1][i] for k, i in index.items()])
         test = set_test(
-            score, self.calibration, alpha=ALPHA, margin=MARGINS[-1], n_resamples=999, seed=seed
-        )
+            score, self.calibration, alpha=ALPHA, margin=MARGINS[-1], n_resamples=999, seed=seed,
+            nonmember_scores=self.nonmember_scores if tolerance else None,
+        )  # fmt: skip
         labels = np.concatenate([self.pools[k][2][i] for k, i in index.items()])
         # the product's shift_check, the members' half computed once per training
         shift = ShiftCheck(
@@ -184,7 +191,10 @@ class Audit:
             margin: refmodel_decision(dataclasses.replace(test, margin=margin), ALPHA, shift)
             for margin in MARGINS
         }
-        return {"decisions": decisions, "upper": test.share_upper}
+        out = {"decisions": decisions, "upper": test.share_upper}
+        if tolerance:
+            out.update(tolerance=test.shift_tolerance, shifted=shift.shifted)
+        return out
 
 
 def true_class_probability_all(probs: np.ndarray, labels: np.ndarray) -> np.ndarray:

@@ -303,3 +303,27 @@ def test_a_results_file_renders_from_its_record(tmp_path, name):
     )  # fmt: skip
     committed = (REPO / "benchmarks" / "results" / f"{name}.md").read_text()
     assert out.read_text() == committed
+
+
+def test_every_results_file_ends_with_how_it_was_run(tmp_path, monkeypatch):
+    """Issue 67, item 4: a results file whose lines do not already say how it was run
+    (a record's header) ends with its command, commit, date and machine; one that does is
+    written as rendered."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    markdown = importlib.reload(importlib.import_module("_markdown"))
+    monkeypatch.setattr(sys, "argv", [str(REPO / "benchmarks" / "x.py"), "--out", "o.md"])
+    markdown.say("| a | b |")
+    markdown.write(tmp_path / "plain.md")
+    lines = (tmp_path / "plain.md").read_text().splitlines()
+    assert lines[0] == "| a | b |"
+    assert lines[-1].startswith("Written by `python benchmarks/x.py --out o.md` · commit ")
+    commit = lines[-1].split(" · ")[1].removeprefix("commit ").removesuffix("+dirty")
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+    assert commit == head
+    markdown = importlib.reload(markdown)
+    markdown.say_provenance({"command": "c", "commit": "x", "date": "d", "machine": "m"})
+    markdown.write(tmp_path / "recorded.md")
+    assert (tmp_path / "recorded.md").read_text() == "`c` · commit x · d · m\n"
