@@ -79,8 +79,8 @@ def training_cells(seed: int, args: argparse.Namespace) -> dict:
                 out = audit.decide(draw(FEW_TRAINED, share, size, audit, rng), seed=i,
                                    tolerance=True)  # fmt: skip
                 tol = float(out["tolerance"])
-                audits.append([out["decisions"][MARGIN] == FORGOTTEN,
-                               tol if math.isfinite(tol) else None, bool(out["shifted"])])  # fmt: skip
+                forgotten = out["decisions"][MARGIN] == FORGOTTEN
+                audits.append([forgotten, tol if math.isfinite(tol) else None, out["shifted"]])
             cells[f"{share}|{size}"] = audits
     log(f"{DATASET} seed {seed}: hidden shift {shift:+.2f} sd")
     return {"hidden_shift": shift, "cells": cells}
