@@ -95,6 +95,8 @@ INDEX = Interval(0, math.inf, "left", integer=True)
 
 #: Parameters checked at more than one public boundary: their interval, declared once.
 PARAMETERS: dict[str, Interval] = {
+    "alpha": LEVEL,  # a test's level (every auditor's and scan's)
+    "margin": SHARE,  # the membership strength still counted as forgotten
     "calibration_ratio": SHARE,  # FedEraser's calibration steps over the usual local steps
     "every": COUNT,  # epochs between evaluation-time checks
     "batch_size": COUNT,

@@ -10,6 +10,8 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 import monai_forget
 
 PACKAGE = Path(monai_forget.__file__).parent
@@ -115,3 +117,40 @@ def test_every_parameter_a_message_names_is_some_commands_flag() -> None:
     assert len(named) > 30
     unknown = {n: w for n, w in named.items() if n not in dests and n not in PARAMETER_FLAGS}
     assert not unknown, unknown
+
+
+def _options(parser, path=()):
+    """(command path, action) of every option of every sub-command."""
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield from _options(child, (*path, name))
+        elif action.option_strings:
+            yield path, action
+
+
+def test_the_command_lines_ranges_are_the_librarys() -> None:
+    """Issue 67, item 2: every --alpha and --margin takes its type from the library's
+    declared interval (``checks.PARAMETERS``): it refuses at parsing what the library
+    would, in the library's words, and its help states the interval."""
+    import argparse
+
+    from monai_forget.checks import PARAMETERS
+    from monai_forget.cli import build_parser
+
+    found = {}
+    for path, action in _options(build_parser()):
+        name = action.dest
+        if name in ("alpha", "margin"):
+            interval = getattr(action.type, "interval", None)
+            assert interval == PARAMETERS[name], (path, name)
+            assert action.help.endswith(f"[{interval}]"), (path, action.help)
+            refused = f"must be {re.escape(str(interval))}"
+            for bad in (0.0, 1.5):
+                with pytest.raises(argparse.ArgumentTypeError, match=refused):
+                    action.type(str(bad))
+            assert action.type("0.05") == 0.05
+            found.setdefault(name, []).append(" ".join(path))
+    assert len(found["alpha"]) >= 4 and found["margin"], found

@@ -63,7 +63,7 @@ from monai_forget.audit.remembered_share import (
 )
 from monai_forget.audit.result import FORGOTTEN, INCONCLUSIVE, NOT_FORGOTTEN
 from monai_forget.audit.shift_check import ShiftCheck
-from monai_forget.checks import SHARE, UNIT, check_in
+from monai_forget.checks import PARAMETERS, UNIT, check_in
 from monai_forget.scores import check_probabilities
 
 __all__ = [
@@ -282,10 +282,8 @@ class SetTest:
 
 def check_margin(margin: float) -> float:
     """The margin of membership strength, refused outside (0, 1] with its meaning."""
-    return check_in(
-        "margin", margin, SHARE, "the largest membership strength of D_Q, relative to the "
-        "known members, that still counts as forgotten, e.g. 0.5",
-    )  # fmt: skip
+    why = "the largest membership strength of D_Q, relative to the known members, that still "
+    return check_in("margin", margin, PARAMETERS["margin"], why + "counts as forgotten, e.g. 0.5")
 
 
 def set_test(

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from monai_forget import __version__
+from monai_forget.cli.options import with_intervals_in_help
 
 # Sub-command modules, imported lazily so `monai-forget --help` stays fast.
 SUBCOMMANDS: tuple[str, ...] = (
@@ -39,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name in SUBCOMMANDS:
         importlib.import_module(f"monai_forget.cli.{name}").register(subparsers)
-    return parser
+    return with_intervals_in_help(parser)
 
 
 def describe_error(err: BaseException) -> str:

@@ -16,6 +16,7 @@ from monai_forget.cli.options import (
     add_model_arguments,
     add_recipe_arguments,
     add_run_arguments,
+    parameter_type,
     positive_int,
 )
 
@@ -128,14 +129,14 @@ def _refmodel_options(ref: argparse.ArgumentParser) -> None:
     )
     ref.add_argument(
         "--alpha",
-        type=float,
+        type=parameter_type("alpha"),
         default=defaults.REFMODEL_ALPHA,
         help="level of the test (p <= alpha means not forgotten) and error level of the "
         "membership strength's upper bound (default %(default)s)",
     )
     ref.add_argument(
         "--margin",
-        type=float,
+        type=parameter_type("margin"),
         default=defaults.REFMODEL_MARGIN,
         help="forgotten means D_Q's membership strength is at most this fraction of the known "
         "members': its (1 - alpha) upper bound is below it (default %(default)s)",
@@ -161,7 +162,7 @@ def _refmodel_options(ref: argparse.ArgumentParser) -> None:
 def _ema_options(ema: argparse.ArgumentParser) -> None:
     ema.add_argument(
         "--alpha",
-        type=float,
+        type=parameter_type("alpha"),
         default=defaults.EMA_ALPHA,
         help="significance level: rho_EMA <= alpha means forgotten (default %(default)s)",
     )

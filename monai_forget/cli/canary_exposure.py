@@ -15,6 +15,7 @@ from monai_forget.cli.options import (
     add_bundle_set_argument,
     add_model_arguments,
     add_run_arguments,
+    parameter_type,
     positive_int,
     text_value,
 )
@@ -151,7 +152,10 @@ def register(actions: argparse._SubParsersAction) -> None:
         help="over the planted canaries (default %(default)s)",
     )
     parser.add_argument(
-        "--alpha", type=float, default=LEAK_SCAN_ALPHA, help="level (default %(default)s)"
+        "--alpha",
+        type=parameter_type("alpha"),
+        default=LEAK_SCAN_ALPHA,
+        help="level (default %(default)s)",
     )
     add_run_arguments(parser, "seed of the random controls", batch_size=True)
     parser.add_argument("--out", required=True, help="folder for exposure.json and exposure.png")

@@ -19,6 +19,7 @@ from monai_forget.cli.options import (
     add_bundle_set_argument,
     add_model_arguments,
     add_run_arguments,
+    parameter_type,
     text_value,
 )
 from monai_forget.defaults import (
@@ -126,7 +127,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     score.add_argument(
         "--alpha",
-        type=float,
+        type=parameter_type("alpha"),
         default=MEMORISATION_ALPHA,
         help="significance level (default %(default)s)",
     )
@@ -230,7 +231,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     scan.add_argument(
         "--alpha",
-        type=float,
+        type=parameter_type("alpha"),
         default=LEAK_SCAN_ALPHA,
         help="level of the corrected p-values (default %(default)s)",
     )

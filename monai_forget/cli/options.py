@@ -30,7 +30,27 @@ def interval_type(interval: Interval) -> Callable[[str], int | float]:
         return value
 
     parse.__name__ = "integer" if interval.integer else "number"  # argparse's "invalid ..."
+    parse.interval = interval  # type: ignore[attr-defined]  # read by with_intervals_in_help
     return parse
+
+
+def parameter_type(name: str) -> Callable[[str], int | float]:
+    """The ``argparse`` type of the library parameter ``name`` (its interval in
+    :data:`~monai_forget.checks.PARAMETERS`)."""
+    return interval_type(PARAMETERS[name])
+
+
+def with_intervals_in_help(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Every option whose type is an interval's says the interval in its help, as the
+    library declares it (nothing written twice)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                with_intervals_in_help(child)
+        interval = getattr(action.type, "interval", None)
+        if interval is not None and action.help and str(interval) not in action.help:
+            action.help = f"{action.help} [{interval}]"
+    return parser
 
 
 #: An ``argparse`` type: an integer of at least 1.
