@@ -130,7 +130,6 @@ class Audit:
     nonmember_mu: np.ndarray
     nonmember_labels: np.ndarray
     member_shift_p: float  # the members' shift p-value: one per training
-    nonmember_scores: np.ndarray | None = None  # raw: the hidden-shift tolerance's unit
 
     @classmethod
     def of(
@@ -165,7 +164,6 @@ class Audit:
             a_mu[n],
             a_labels[n],
             shift_pvalue(a_mu[m], a_mu[n], (a_labels[m], a_labels[n])),
-            a_score[n],
         )
 
     def decide(
@@ -178,7 +176,7 @@ class Audit:
         mu = np.concatenate([self.pools[k][1][i] for k, i in index.items()])
         test = set_test(
             score, self.calibration, alpha=ALPHA, margin=MARGINS[-1], n_resamples=999, seed=seed,
-            nonmember_scores=self.nonmember_scores if tolerance else None,
+            with_tolerance=tolerance,
         )  # fmt: skip
         labels = np.concatenate([self.pools[k][2][i] for k, i in index.items()])
         # the product's shift_check, the members' half computed once per training

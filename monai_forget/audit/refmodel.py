@@ -261,8 +261,9 @@ class SetTest:
         needed: the size of D_Q, of the known members and of the known non-members
             (each with the others as they are) for :data:`PLANNING_POWER` to certify a
             wholly forgotten D_Q; ``inf`` where no size of that set is enough.
-        shift_tolerance: where the bound is below the margin, the largest hidden downward
-            shift of D_Q's scores (sd of the non-members' scores) under which it stays so
+        shift_tolerance: where the audit decides "forgotten", the largest hidden downward
+            shift of D_Q's membership probabilities (sd of the known non-members') under
+            which it stays so
             (:func:`~monai_forget.audit.hidden_shift.hidden_shift_tolerance`); else NaN.
     """
 
@@ -294,7 +295,7 @@ def set_test(
     margin: float,
     n_resamples: int = PERMUTATIONS,
     seed: int = 0,
-    nonmember_scores: np.ndarray | None = None,
+    with_tolerance: bool = False,
 ) -> SetTest:
     """Test D_Q against the known non-members and bound the share of it remembered.
 
@@ -312,9 +313,10 @@ def set_test(
     permutation test is exact whenever D_Q and the non-members are exchangeable.
 
     The membership strength and its upper bound are
-    :func:`~monai_forget.audit.remembered_share.share_bound` of the mapped values; given
-    the known non-members' scores, a bound below the margin carries its hidden-shift
-    tolerance (:func:`~monai_forget.audit.hidden_shift.hidden_shift_tolerance`).
+    :func:`~monai_forget.audit.remembered_share.share_bound` of the mapped values; with
+    ``with_tolerance``, a "forgotten" carries its hidden-shift tolerance
+    (:func:`~monai_forget.audit.hidden_shift.hidden_shift_tolerance`) on the mapped values,
+    in sd of the known non-members' mapped values.
     """
     check_margin(margin)
     q = calibration(query)
@@ -342,22 +344,21 @@ def set_test(
         power_remembered=detection_power(known, q.size, alpha),
         needed=needed_sizes(known, q.size, margin, alpha, PLANNING_POWER),
     )
-    if nonmember_scores is None or refmodel_decision(test, alpha) != FORGOTTEN:
+    if not with_tolerance or refmodel_decision(test, alpha) != FORGOTTEN:
         return test
 
-    def still_forgotten(scores: np.ndarray) -> bool:
-        mapped = calibration(scores)
+    def still_forgotten(mapped: np.ndarray) -> bool:
         upper = share_bound(mapped, known, alpha).upper
         if not upper < margin:  # the cheap half first
             return False
-        maps = calibration.query_maps(scores.size)
+        maps = calibration.query_maps(mapped.size)
         p = permutation_pvalue(
             mapped, maps, n, calibration.nonmember_maps, n_resamples=n_resamples, seed=seed
         )
         shifted = replace(test, pvalue=float(p), share_upper=upper)
         return refmodel_decision(shifted, alpha) == FORGOTTEN
 
-    tolerance = hidden_shift_tolerance(query, nonmember_scores, still_forgotten)
+    tolerance = hidden_shift_tolerance(q, n, still_forgotten)
     return replace(test, shift_tolerance=tolerance)
 
 

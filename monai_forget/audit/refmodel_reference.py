@@ -266,7 +266,7 @@ class RefModelReference:
         calibration = MembershipCalibration.fit(scores["members"], scores["nonmembers"], seed)
         test = set_test(
             scores["query"], calibration, alpha=self.alpha, margin=self.margin, seed=seed,
-            nonmember_scores=scores["nonmembers"],
+            with_tolerance=True,
         )  # fmt: skip
         shift = self.shift()
         decision = self.decide(test, shift)
