@@ -521,6 +521,13 @@ MUTANTS = (
         ("tests/test_hidden_shift.py",),
     ),
     Mutant(
+        "hidden shift: the tolerance read on the raw scores, not the membership probabilities",
+        "monai_forget/audit/refmodel.py",
+        "    tolerance = hidden_shift_tolerance(q, n, still_forgotten)",
+        "    tolerance = hidden_shift_tolerance(query, n, still_forgotten)",
+        ("tests/test_hidden_shift.py",),
+    ),
+    Mutant(
         "hidden shift: the tolerance one grid step past the last forgotten",
         "monai_forget/audit/hidden_shift.py",
         "        tolerance = shift\n",

@@ -101,8 +101,9 @@ def render(record: dict) -> int:
     say()
     say_provenance(record["provenance"])
     say()
+    beside = f" {s['busy_with']} ran beside it." if s.get("busy_with") else ""
     say(
-        f"{s['hogs']} CPU hogs (one per core) ran throughout. The quick tier is the README's "
+        f"{s['hogs']} CPU hogs ran throughout.{beside} The quick tier is the README's "
         "`python -m pytest` (its default options: 2 workers on this machine); `fl poc` "
         f"ran `{POC}` and was sent SIGTERM once its services were recorded."
     )
@@ -135,6 +136,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--terms", type=int, default=3)
+    parser.add_argument("--hogs", type=int, help="CPU hogs (default: one per core)")
+    parser.add_argument("--busy-with", default="", help="what else keeps the cores busy (a "
+                        "benchmark run beside it), said in the results")  # fmt: skip
     parser.add_argument("--work", type=Path)
     add_record_arguments(parser)
     args = parser.parse_args()
@@ -143,7 +147,7 @@ def main() -> int:
 
     def measure() -> dict:
         args.work.mkdir(parents=True, exist_ok=True)
-        hogs = Hogs(available_cores())
+        hogs = Hogs(available_cores() if args.hogs is None else args.hogs)
         tiers, terms = [], []
         try:
             time.sleep(60)  # the 1-minute load average catches up with the hogs
@@ -155,7 +159,8 @@ def main() -> int:
                 log(f"SIGTERM {i}: {terms[-1]}")
         finally:
             hogs.stop()
-        settings = {"hogs": len(hogs.processes), "runs": args.runs, "terms": args.terms}
+        settings = {"hogs": len(hogs.processes), "runs": args.runs, "terms": args.terms,
+                    "busy_with": args.busy_with}  # fmt: skip
         return {"settings": settings, "tiers": tiers, "terms": terms}
 
     return run_recorded(args, measure, render)

@@ -331,7 +331,7 @@ def test_each_verdict_leads_with_one_plain_sentence():
         "below the margin of 50%: forgotten. This stands against a shift the reference models "
         "cannot see (the target alone scoring D_Q's site lower than they do), by up to "
         f"{forgotten.details['hidden_shift_tolerance']:.2f} sd of the known non-members' "
-        "membership scores; a larger one could hide remembering."
+        "membership probabilities; a larger one could hide remembering."
     )
     assert said["inconclusive"].startswith("The audit cannot tell whether the model remembers "
                                            "the 40 images of provider D")  # fmt: skip
