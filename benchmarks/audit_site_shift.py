@@ -54,57 +54,28 @@ from _markdown import log, say, say_section, write
 from _refmodel_cells import (
     ALPHA,
     DATASETS,
+    FEW,
     FEW_TRAINED,
     MARGINS,
     ONLINE_A,
+    SHIFT_SHARES,
     SIZES,
     Audit,
     add_training_options,
     count_cells,
     error_rate_rows,
+    few_training,
     package_error_rates,
     pooled,
     rate,
     run_training,
-    sources,
     training,
     wilson,
 )
 
 from monai_forget.audit import FORGOTTEN, INCONCLUSIVE, NOT_FORGOTTEN
-from monai_forget.data import concat
-from monai_forget.inference import predict
-from monai_forget.shadow import ShadowTrainer
 
-#: Images of source B the third target trains on.
-FEW = 100
 UP = "other site, trained on it"
-SHIFT_SHARES = (0.0, 0.5, 1.0)
-
-
-def few_training(dataset: str, seed: int, cache: Path, references: int) -> dict[str, np.ndarray]:
-    """The training's outputs with the second target replaced by one trained on the same
-    source-A set and :data:`FEW` of B's images (``b_train``), cached as
-    ``<cache>/outputs/<dataset>_<seed>_<references>_few.npz``."""
-    out = cache / "outputs" / f"{dataset}_{seed}_{references}_few.npz"
-    if out.is_file():
-        with np.load(out) as z:
-            return {k: z[k] for k in z.files}
-    run = training(dataset, seed, cache, references)
-    recipe, a, b = sources(dataset)
-    few = run["b_train"][:FEW]  # a seeded random draw of B (audit_calibration.training)
-    log(f"{dataset} seed {seed}: training the target on {FEW} of the other site's images")
-    target = ShadowTrainer(recipe, cache_dir=cache).train(
-        concat(a.subset(run["role_target"]), b.subset(few)), seed=seed + 3
-    )
-    result = {**run, "b_train": few}
-    for source, data in (("a", a), ("b", b)):
-        probs = run[f"probs_{source}"].copy()
-        probs[1] = predict(target, data).probs
-        result[f"probs_{source}"] = probs
-    out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(out, **result)
-    return result
 
 
 def shifted_cells(n_b: int) -> list[tuple[str, float, int]]:

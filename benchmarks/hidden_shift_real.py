@@ -43,8 +43,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _markdown import add_record_arguments, log, run_recorded, say, say_provenance
-from _refmodel_cells import FEW_TRAINED, MARGINS, Audit, draw
-from audit_site_shift import SHIFT_SHARES, few_training
+from _refmodel_cells import FEW_TRAINED, MARGINS, SHIFT_SHARES, Audit, draw, few_training
 
 from monai_forget.audit.result import FORGOTTEN
 from monai_forget.rates import measured_rate, rate_text

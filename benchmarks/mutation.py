@@ -1127,8 +1127,30 @@ MUTANTS = (
     Mutant(
         "site shift: a forgotten decision quotes the same-source cells only",
         "monai_forget/audit/report.py",
-        "        if result.decision in (FORGOTTEN, INCONCLUSIVE):\n",
-        '        if result.decision in (FORGOTTEN, INCONCLUSIVE) and source == "same":\n',
+        '            mine = [r for r in here if (r["share"] >= margin if kind == "forgotten"\n',
+        '            mine = [r for r in here if (r["share"] >= margin and source == "same"'
+        ' if kind == "forgotten"\n',
+        ("tests/test_result_report.py",),
+    ),
+    Mutant(
+        "report sentences: a rate above alpha not said to be uncontrolled",
+        "monai_forget/audit/report.py",
+        '                if worst[kind]["rate"] > alpha\n',
+        '                if worst[kind]["rate"] > 2 * alpha\n',
+        ("tests/test_result_report.py",),
+    ),
+    Mutant(
+        "report sentences: a decision quotes the other error's rates",
+        "monai_forget/audit/report.py",
+        '    return {FORGOTTEN: ("forgotten",), NOT_FORGOTTEN: ("not_forgotten",)}.get(',
+        '    return {FORGOTTEN: ("not_forgotten",), NOT_FORGOTTEN: ("forgotten",)}.get(',
+        ("tests/test_result_report.py",),
+    ),
+    Mutant(
+        "report sentences: the papers' false forgotten read on never-seen sets",
+        "monai_forget/audit/report.py",
+        '_PAPER_KINDS = {"forgotten": "members", "not_forgotten": "non-members"}',
+        '_PAPER_KINDS = {"forgotten": "non-members", "not_forgotten": "members"}',
         ("tests/test_result_report.py",),
     ),
     Mutant(

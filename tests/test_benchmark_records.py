@@ -283,7 +283,9 @@ def test_the_packaged_detection_curve_is_the_committed_benchmark_table():
         assert [round(100 * x) for x in row["interval"]] == [low, high], line
 
 
-@pytest.mark.parametrize("name", ["hidden_shift", "method_equivalence", "tests_under_load"])
+@pytest.mark.parametrize(
+    "name", ["hidden_shift", "hidden_shift_real", "method_equivalence", "tests_under_load"]
+)
 def test_a_results_file_renders_from_its_record(tmp_path, name):
     """Issue 67, item 4: these results are stored as numbers with their command, commit,
     date and machine; rendered again from the record (nothing run), the markdown is the

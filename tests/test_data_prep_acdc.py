@@ -294,7 +294,7 @@ def test_h5_dicom_export_refusals_leave_nothing(tmp_path):
     with pytest.raises(FileExistsError, match=r"not an empty folder.*another `dicom_dir`"):
         run(["acdc-h5", str(root), "-o", str(out), "--dicom-dir", str(dicoms)])
     assert not out.exists() and [p.name for p in dicoms.iterdir()] == ["keep.txt"]
-    with pytest.raises(ValueError, match="--level slice"):
+    with pytest.raises(ValueError, match=r"\(`level` slice\)"):
         run(["acdc-h5", str(root), "-o", str(out), "--dicom-dir", str(tmp_path / "d2"),
              "--level", "volume"])  # fmt: skip
     volumes, _ = acdc_h5.collect(root, level="volume")

@@ -346,8 +346,10 @@ def test_cli_score(cli_files, tmp_path, capsys):
     assert main(args) == 2  # refuses to overwrite
     assert "already exists" in capsys.readouterr().err
     level = tmp_path / "level.json"
-    assert main([*args[:-2], "--alpha", "1.5", "--out", str(level)]) == 2
-    assert "alpha must be in (0, 1), got 1.5" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:  # refused while parsing, in the library's words
+        main([*args[:-2], "--alpha", "1.5", "--out", str(level)])
+    assert refused.value.code == 2
+    assert "--alpha: must be in (0, 1), got 1.5" in capsys.readouterr().err
     assert not level.exists()
     assert main([*args, "--overwrite", "--text", "BOB"]) == 0
 
