@@ -7,24 +7,26 @@ the withdrawn site B. Per seed, a target trained on source A's set and only 100 
 images, 8 offline reference models on seeded halves of A's population (none saw B). D_Q
 is drawn from B: a share of it from the 100 images the target trained on, the rest from
 B's images it never saw; the product's offline audit (RMIA's score, the permutation test,
-the bound, the shift check; alpha 0.05, margin 0.5) with the known non-members' scores,
-so each "forgotten" carries its hidden-shift tolerance
+the bound, the shift check; alpha 0.05, margin 0.5) with the known non-members'
+membership probabilities, so each "forgotten" carries its hidden-shift tolerance
 (:mod:`monai_forget.audit.hidden_shift`).
 
-The hidden shift of each training is measured, not assumed: how far B's never-seen images
-score below the known non-members under the target, after the reference models'
-calibration (the part of the shift they cannot see), in sd of the known non-members'
-scores: ``(mean(non-members) - mean(B never seen)) / sd(non-members)``, over all of B's
-never-seen images. Per cell: "forgotten" (false wherever the share >= the margin), the
-"forgotten" whose tolerance covers the training's hidden shift (what a reader who trusts
-the tolerance takes as "forgotten"), and the shift check's own miss rate (the share of
-audits it let through while D_Q came from the shifted site).
+The hidden shift of each training is measured, not assumed: how far B's never-seen images'
+membership probabilities (the target's scores after the reference models' calibration:
+the part of the shift they cannot see, on the scale the tolerance is read on) sit below
+the known non-members', in sd of the known non-members': ``(mean(non-members) - mean(B
+never seen)) / sd(non-members)``, over all of B's never-seen images. Per cell:
+"forgotten" (false wherever the share >= the margin), the "forgotten" whose tolerance
+covers the training's hidden shift (what a reader who trusts the tolerance takes as
+"forgotten"), and the shift check's own miss rate (the share of audits it let through
+while D_Q came from the shifted site).
 
 The record (numbers, with the command, commit, date and machine) is written beside the
 markdown; ``--from-record`` re-renders it without the data or the models.
 
-Usage (the models are cached in ``--cache-dir`` by the site-shift benchmark's
-``few_training``: about 10 minutes a training on one core; the audits about a minute)::
+Usage (the models are cached in ``--cache-dir`` by ``_refmodel_cells.few_training``,
+as the site-shift benchmark's: about 10 minutes a training on one core; the audits about
+a minute)::
 
     python benchmarks/hidden_shift_real.py --cache-dir CACHE --seeds 0 1 2 3 4 \\
         --record benchmarks/results/hidden_shift_real.json \\
@@ -101,7 +103,8 @@ def render(record: dict) -> int:
     say("# The hidden-shift tolerance on real data: a withdrawn site the target hardly knows\n")
     say_provenance(record["provenance"])
     say("\n" + " ".join(__doc__.split("\n\n")[1:3]).replace("\n", " ") + "\n")
-    say("Each training's hidden shift (sd of the known non-members' scores; positive: the "
+    say("Each training's hidden shift (sd of the known non-members' membership "
+        "probabilities; positive: the "
         "pool's never-seen images score lower under the target than the reference models "
         "explain), for D_Q from the withdrawn site and, as a control, from the consortium's "
         "own source (the first target, which never saw site B):\n")  # fmt: skip
