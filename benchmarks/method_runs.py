@@ -166,6 +166,7 @@ def render(records: list[dict], splits: int) -> list[str]:
     for record, (n_pass, n) in zip(records, passed, strict=True):
         rate = measured_rate(n - n_pass, n)
         say(f"- seed {record['seed']}: not equivalent in {rate_text(rate)}")
+    say()
     misses = len(records) - sum(equivalent[RETRAINING])
     return [
         f"- exact retraining judged as a method (its own runs against the references): not "

@@ -110,7 +110,13 @@ def test_report_and_provenance(demo_out, capsys):
     assert lead.count('<p class="plain">The audit ') == 3
     assert lead.count("; margin 0.5") == 3 and "still remembered" not in lead
     assert "Why: no evidence of remembering" in lead
-    assert "Error rate: measured at margin 0.5" in lead and 'false "forgotten" at most' in lead
+    # each measured error rate one sentence with its conditions: a "forgotten" quotes the
+    # false "forgotten" where D_Q was trained on, a "not forgotten" the never-seen sets'
+    assert "Measured error rates of reference models in settings like this one:" in lead
+    assert re.search(r'Where 50% or more of D_Q was trained on \(MNIST; [^)]*\), the audit '
+                     r'wrongly said "forgotten" in \d+\.\d %', lead)  # fmt: skip
+    assert re.search(r'Where the model never saw D_Q \(MNIST; [^)]*\), the audit wrongly said '
+                     r'"not forgotten" in \d+\.\d %', lead)  # fmt: skip
     # No share above 100 % and no 16-digit float reach the reader.
     text = re.sub(r"data:image/png;base64,[^\"]+", "", html)
     assert not [m for m in re.findall(r"(\d+)%", text) if int(m) > 100]
