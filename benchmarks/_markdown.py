@@ -89,12 +89,13 @@ def _from_root(script: str, root: Path) -> str:
     return str(path.relative_to(root)) if path.is_relative_to(root) else script
 
 
-def say_provenance(record: dict[str, str]) -> None:
-    """The record's command, commit, date and machine as one results line."""
+def say_provenance(record: dict[str, str], prefix: str = "") -> None:
+    """The record's command, commit, date and machine as one results line (after
+    ``prefix``: e.g. which seed's record it is, where several records make one file)."""
     global _PROVENANCE_SAID
     _PROVENANCE_SAID = True
     say(
-        f"`{record['command']}` · commit {record['commit']} · {record['date']} · "
+        f"{prefix}`{record['command']}` · commit {record['commit']} · {record['date']} · "
         f"{record['machine']}"
     )
 

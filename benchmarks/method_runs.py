@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 from _elimination_paper import margin_of, profile
-from _markdown import finish, log, provenance, say
+from _markdown import finish, log, provenance, say, say_provenance
 from _withdrawal_federations import retrain, setting
 
 from monai_forget.data import concat
@@ -61,11 +61,19 @@ RETRAINING = "exact retraining"
 METHODS = (RETRAINING, "federaser", "federaser, every round", "forsaken")
 #: A run's seed of the method's own randomness: run 0 is withdrawal_methods.py's run.
 RUN_SEED_STEP = 10_000
+#: Issue 66's bar: the test calibrated on the 30-user MNIST federation over >= 10 seeds.
+TARGET_SEEDS = 10
 
 
 def advantage(p) -> float:
     """``T``: mean logit confidence on the withdrawn site minus on never-seen data."""
     return float(np.mean(p.withdrawn) - np.mean(p.withdrawn_reference))
+
+
+def elsewhere(p) -> float:
+    """Mean logit confidence on never-seen data: what the single-model test's second
+    condition reads (recorded; the method-level test does not read it yet)."""
+    return float(np.mean(p.withdrawn_reference))
 
 
 def run_seed(seed: int, args: argparse.Namespace, loaded: dict) -> dict:
@@ -88,6 +96,7 @@ def run_seed(seed: int, args: argparse.Namespace, loaded: dict) -> dict:
     log(f"seed {seed}: trained with every site in {time.perf_counter() - start:.0f} s")
     history = every_round.every(2)
     runs: dict[str, list[float]] = {RETRAINING: [advantage(p) for p in retrained[k:]]}
+    confidence = {RETRAINING: [elsewhere(p) for p in retrained[k:]]}
     for i in range(r):
         run = seed + RUN_SEED_STEP * i
         erased = federaser(history, remaining, recipe, seed=run).model
@@ -95,7 +104,9 @@ def run_seed(seed: int, args: argparse.Namespace, loaded: dict) -> dict:
         forsaken = DummyGradientGenerator(iterations=10, seed=run).generate(before, site)
         for method, model in (("federaser", erased), ("federaser, every round", erased_1),
                               ("forsaken", forsaken.apply(before))):  # fmt: skip
-            runs.setdefault(method, []).append(advantage(profile(model, *data)))
+            judged = profile(model, *data)
+            runs.setdefault(method, []).append(advantage(judged))
+            confidence.setdefault(method, []).append(elsewhere(judged))
         log(f"seed {seed}: run {i + 1} of {r} of each method")
     return {
         "seed": seed,
@@ -104,6 +115,8 @@ def run_seed(seed: int, args: argparse.Namespace, loaded: dict) -> dict:
         "margin": margin,
         "retrained": [advantage(p) for p in retrained[:k]],
         "runs": runs,
+        "retrained_elsewhere": [elsewhere(p) for p in retrained[:k]],
+        "runs_elsewhere": confidence,
     }
 
 
@@ -128,13 +141,15 @@ def render(records: list[dict], splits: int) -> list[str]:
     say(__doc__.split("\n\n")[1].replace("\n", " "))
     say()
     for record in records:
-        p = record["provenance"]
-        say(f"- seed {record['seed']}: `{p['command']}` · commit {p['commit']} · {p['date']} · "
-            f"{p['machine']}")  # fmt: skip
+        say_provenance(record["provenance"], prefix=f"- seed {record['seed']}: ")
     say()
     say("Per seed and method: the mean difference of ``T`` from retraining's and its 90 % "
         "interval, in margins (inside (-1, 1): equivalent); the method's run-to-run spread "
-        "over retraining's.")  # fmt: skip
+        "over retraining's. The method-level test reads ``T`` only: the single-model test's "
+        "second condition (the model's confidence on never-seen data within retraining's "
+        "spread, which FedEraser failed in ``withdrawal_methods.md``) is not part of it, so "
+        "an \"equivalent\" here says the method's advantage on the site is retraining's, not "
+        "that its outputs elsewhere are.")  # fmt: skip
     say()
     say("| seed | margin | method | runs | retrained | difference / margin [90 % interval] "
         "| spread / retraining's | decision |")  # fmt: skip
@@ -167,11 +182,15 @@ def render(records: list[dict], splits: int) -> list[str]:
         rate = measured_rate(n - n_pass, n)
         say(f"- seed {record['seed']}: not equivalent in {rate_text(rate)}")
     say()
-    misses = len(records) - sum(equivalent[RETRAINING])
+    misses, n = len(records) - sum(equivalent[RETRAINING]), len(records)
+    if n < TARGET_SEEDS:
+        status = f"**not yet measured** ({n} of the {TARGET_SEEDS} seeds)"
+    else:
+        status = "**met**" if misses <= 0.05 * n else "**missed**"
     return [
         f"- exact retraining judged as a method (its own runs against the references): not "
-        f"equivalent in {misses} of {len(records)} seeds (issue 66: <= 5 % at the stated "
-        f"size) {'**met**' if misses == 0 else '**missed**'}"
+        f"equivalent in {misses} of {n} seeds (issue 66: <= 5 % at the stated size, >= "
+        f"{TARGET_SEEDS} seeds) {status}"
     ]
 
 

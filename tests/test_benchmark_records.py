@@ -307,6 +307,29 @@ def test_a_results_file_renders_from_its_record(tmp_path, name):
     assert out.read_text() == committed
 
 
+def test_the_method_runs_render_from_their_seed_records(tmp_path):
+    """Issue 66, item 3: the withdrawal methods' runs are kept as one record per seed (each
+    with its command, commit, date and machine: seeds run in different sessions); rendered
+    again from them (nothing run), the markdown is the committed file, line for line."""
+    import json
+
+    records = REPO / "benchmarks" / "results" / "method_runs"
+    seeds = [json.loads(p.read_text()) for p in sorted(records.glob("mnist-30_seed*.json"))]
+    assert seeds, "no seed record committed"
+    for record in seeds:
+        assert set(record["provenance"]) == {"command", "commit", "date", "machine"}
+        assert record["provenance"]["commit"] not in ("", "unknown")
+        assert len(record["retrained"]) >= 2 and all(len(t) >= 2 for t in record["runs"].values())
+    out = tmp_path / "again.md"
+    subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "method_runs.py"), "--render-only",
+         "--records", str(records), "--out", str(out)],
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+    )  # fmt: skip
+    committed = (REPO / "benchmarks" / "results" / "method_runs.md").read_text()
+    assert out.read_text() == committed
+
+
 def test_every_results_file_ends_with_how_it_was_run(tmp_path, monkeypatch):
     """Issue 67, item 4: a results file whose lines do not already say how it was run
     (a record's header) ends with its command, commit, date and machine; one that does is
