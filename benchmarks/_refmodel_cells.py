@@ -1,6 +1,7 @@
 """The reference-model auditor's calibration trainings and their cells, shared by the
 benchmarks that measure its error rates (``audit_calibration.py``,
-``audit_calibration_online.py``, ``audit_site_shift.py``, ``acdc_audit_calibration.py``):
+``audit_calibration_online.py``, ``audit_site_shift.py``, ``acdc_audit_calibration.py``,
+``hidden_shift_real.py``):
 the data sets and their cut, one training's models and outputs (cached), the seeded D_Q
 draws of every cell, the product's decision on each, and the pooled rates with their
 intervals. ``audit_calibration.py``'s docstring describes the design."""
