@@ -544,8 +544,22 @@ MUTANTS = (
     Mutant(
         "method equivalence: the larger sample's degrees of freedom",
         "monai_forget/unlearning/method_equivalence.py",
-        "    df = min(m.size, r.size) - 1",
-        "    df = max(m.size, r.size) - 1",
+        "    return float(m.mean() - r.mean()), se, min(m.size, r.size) - 1",
+        "    return float(m.mean() - r.mean()), se, max(m.size, r.size) - 1",
+        ("tests/test_method_equivalence.py",),
+    ),
+    Mutant(
+        "method equivalence: the runs' confidence elsewhere not read",
+        "monai_forget/unlearning/method_equivalence.py",
+        "equivalent=inside and not changed,",
+        "equivalent=inside,",
+        ("tests/test_method_equivalence.py",),
+    ),
+    Mutant(
+        "method equivalence: the check elsewhere one-sided",
+        "monai_forget/unlearning/method_equivalence.py",
+        "elsewhere_pvalue = float(2 * scipy.stats.t.sf(abs(t), df))",
+        "elsewhere_pvalue = float(scipy.stats.t.sf(abs(t), df))",
         ("tests/test_method_equivalence.py",),
     ),
     Mutant(

@@ -61,6 +61,11 @@ RETRAINED_MODELS = 5
 #: one-sided test of the equivalence test against them).
 RETRAINED_ALPHA = 0.05
 
+#: Level of the method-level equivalence test's check on never-seen data: with 10 runs
+#: against 20 retrainings, exact retraining's "not equivalent" from the interval is at
+#: most 3.5 % in every MNIST-30 seed, so the check may add 1 % and keep it within 5 %.
+ELSEWHERE_ALPHA = 0.01
+
 #: ACDC datalists (``monai-forget prepare acdc-nifti|acdc-h5``): an entry per short-axis
 #: slice or per volume, and the NIfTI release's frames (ED and ES, or all of the 4D file).
 ACDC_LEVELS: tuple[str, ...] = ("slice", "volume")

@@ -320,6 +320,7 @@ def test_the_method_runs_render_from_their_seed_records(tmp_path):
         assert set(record["provenance"]) == {"command", "commit", "date", "machine"}
         assert record["provenance"]["commit"] not in ("", "unknown")
         assert len(record["retrained"]) >= 2 and all(len(t) >= 2 for t in record["runs"].values())
+        assert set(record["runs_elsewhere"]) == set(record["runs"])  # the check elsewhere reads it
     out = tmp_path / "again.md"
     subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "method_runs.py"), "--render-only",
