@@ -78,6 +78,11 @@ def rates(rng, seed: dict, runs: int, k: int, draws: int) -> dict:
     return {**seed, "runs": runs, "k": k, "draws": draws, **out}
 
 
+def reaches_alpha(count: int, n: int) -> bool:
+    """Monte Carlo noise: a cell meets a 5 % target when its interval reaches down to it."""
+    return scipy.stats.binomtest(count, n).proportion_ci(0.95, method="wilson").low <= ALPHA
+
+
 def render(record: dict) -> int:
     say("# The method-level equivalence test: both errors at the measured spreads")
     say()
@@ -104,7 +109,8 @@ def render(record: dict) -> int:
         ci = scipy.stats.binomtest(count, n).proportion_ci(0.95, method="wilson")
         return f"{100 * count / n:.1f} % [{100 * ci.low:.1f}, {100 * ci.high:.1f}]"
 
-    worst_size = {}
+    worst_size: dict[tuple[int, int], float] = {}
+    within: dict[tuple[int, int], bool] = {}
     for c in record["cells"]:
         n = c["draws"]
         say(f"| {c['seed']} | {c['delta'] / c['sigma']:.2f} | {c['runs']} | {c['k']} | "
@@ -112,18 +118,15 @@ def render(record: dict) -> int:
             f"{pct(c['margin_passed_spread'], n)} | {pct(c['single_passed'], n)} |")  # fmt: skip
         key = (c["runs"], c["k"])
         worst_size[key] = max(worst_size.get(key, 0.0), c["exact_missed"] / n)
+        within[key] = within.get(key, True) and reaches_alpha(c["exact_missed"], n)
     say()
     cells = record["cells"]
     at_margin = [
         (c[key], c["draws"]) for c in cells for key in ("margin_passed", "margin_passed_spread")
     ]
-    # Monte Carlo noise: a cell meets the target when its interval reaches down to alpha
-    size_ok = all(
-        scipy.stats.binomtest(k, n).proportion_ci(0.95, method="wilson").low <= ALPHA
-        for k, n in at_margin
-    )
+    size_ok = all(reaches_alpha(k, n) for k, n in at_margin)
     worst_margin = max(k / n for k, n in at_margin)
-    enough = [k for k, v in worst_size.items() if v <= ALPHA]
+    enough = [key for key, ok in within.items() if ok]
     single = max(c["single_passed"] / c["draws"] for c in cells if c["k"] == 6)
     seeds = len({c["seed"] for c in cells})
     return finish([
@@ -131,7 +134,8 @@ def render(record: dict) -> int:
         f"both spreads; at most {100 * worst_margin:.1f} %, every cell's 95 % interval reaching "
         f"5 % or below): {'**met**' if size_ok else '**missed**'} (the single-model test "
         f"passed up to {100 * single:.0f} % at k = 6)",
-        "- false \"not equivalent\" of exact retraining <= 5 % in every seed: "
+        "- false \"not equivalent\" of exact retraining <= 5 % in every seed (each "
+        "seed's 95 % interval reaching 5 % or below): "
         + (f"**met** at r, k = {', '.join(f'{r}, {k}' for r, k in sorted(enough))}"
            if enough else "**missed** at every size measured")
         + "; worst seed per size: "
