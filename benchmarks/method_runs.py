@@ -147,21 +147,20 @@ def elsewhere_shift(record: dict, method: str) -> float:
 def split_pass_rate(record: dict, splits: int) -> tuple[int, int]:
     """Exact retraining's "equivalent" count over random splits of every retrained model
     of the seed into ``r`` runs and ``k`` references (the margin as recorded)."""
-    k, r = len(record["retrained"]), len(record["runs"][RETRAINING])
-    every = record["retrained"] + record["runs"][RETRAINING]
-    every_elsewhere = record["retrained_elsewhere"] + record["runs_elsewhere"][RETRAINING]
-    pooled = {
-        "margin": record["margin"],
-        "retrained": every,
-        "runs": {RETRAINING: every},
-        "retrained_elsewhere": every_elsewhere,
-        "runs_elsewhere": {RETRAINING: every_elsewhere},
-    }
+    r = len(record["runs"][RETRAINING])
+    every = np.array(record["retrained"] + record["runs"][RETRAINING])
+    every_elsewhere = np.array(record["retrained_elsewhere"] + record["runs_elsewhere"][RETRAINING])
     rng = np.random.default_rng([record["seed"], 66])
     passed = 0
     for _ in range(splits):
-        order = rng.permutation(k + r)
-        passed += judged(pooled, RETRAINING, order[:r], order[r:]).equivalent
+        runs, refs = np.split(rng.permutation(every.size), [r])
+        passed += method_equivalence(
+            every[runs],
+            every[refs],
+            record["margin"],
+            method_elsewhere=every_elsewhere[runs],
+            retrained_elsewhere=every_elsewhere[refs],
+        ).equivalent
     return passed, splits
 
 
