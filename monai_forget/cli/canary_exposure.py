@@ -157,7 +157,7 @@ def register(actions: argparse._SubParsersAction) -> None:
         default=LEAK_SCAN_ALPHA,
         help="level (default %(default)s)",
     )
-    add_run_arguments(parser, "seed of the random controls", batch_size=True)
+    add_run_arguments(parser, "seed of the random controls", batch_size=True, batch_by_device=True)
     parser.add_argument("--out", required=True, help="folder for exposure.json and exposure.png")
     parser.add_argument("--overwrite", action="store_true", help="replace existing outputs")
     parser.set_defaults(func=run_exposure)

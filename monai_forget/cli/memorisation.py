@@ -76,7 +76,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
         type=int,
         help="seed of the decoys (default: a fresh one, recorded in the output)",
     )
-    add_run_arguments(parser, "seed of the random controls", batch_size=True)
+    add_run_arguments(parser, "seed of the random controls", batch_size=True, batch_by_device=True)
     parser.add_argument(
         "--training-data", help="in-distribution images (warns about probes identical to them)"
     )

@@ -167,9 +167,14 @@ def add_recipe_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_run_arguments(
-    parser: argparse.ArgumentParser, seed_help: str, *, batch_size: bool = False
+    parser: argparse.ArgumentParser,
+    seed_help: str,
+    *,
+    batch_size: bool = False,
+    batch_by_device: bool = False,
 ) -> None:
-    """Add ``--seed``, ``--device`` (and ``--batch-size``) with their help and defaults."""
+    """Add ``--seed``, ``--device`` (and ``--batch-size``) with their help and defaults;
+    ``batch_by_device``: the batch defaults to the device's (:mod:`~monai_forget.cpu_inference`)."""
     parser.add_argument("--seed", type=int, default=SEED, help=f"{seed_help} (default %(default)s)")
     parser.add_argument(
         "--device",
@@ -181,8 +186,9 @@ def add_run_arguments(
         parser.add_argument(
             "--batch-size",
             type=interval_type(PARAMETERS["batch_size"]),
-            default=BATCH_SIZE,
-            help="samples per forward pass (default %(default)s)",
+            default=None if batch_by_device else BATCH_SIZE,
+            help="samples per forward pass (default "
+            + ("32 on a CPU, 1024 on an accelerator)" if batch_by_device else "%(default)s)"),
         )
 
 

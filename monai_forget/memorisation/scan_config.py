@@ -80,10 +80,10 @@ class LeakScanConfig(ProbeSettings):
             every other (:mod:`~monai_forget.memorisation.attribution`), so
             names flagged only for looking like a leaked name are told apart (not run on
             scans with reference models).
-        test, random_feature, seed, device, outputs: as :class:`ProbeSettings`'s (the
-            test is the uncalibrated one reported beside; the names of one kind and their
-            decoys share their random controls).
-        batch_size: images per forward pass (default 1024: several texts per batch).
+        test, random_feature, seed, batch_size, device, outputs: as
+            :class:`ProbeSettings`'s (the test is the uncalibrated one reported beside; the
+            names of one kind and their decoys share their random controls; the texts
+            are stamped in groups of about 32 MB whatever the batch).
 
     Raises:
         ValueError: an unknown test, random feature, kind of output or correction, alpha
@@ -104,7 +104,6 @@ class LeakScanConfig(ProbeSettings):
     alpha: float = LEAK_SCAN_ALPHA
     statistic: Statistic | None = None
     attribution: bool = True
-    batch_size: int = 1024  # several texts per forward batch (ProbeSettings: 256 probes)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from monai_forget.cpu_inference import laid_out_for
 from monai_forget.defaults import PIPELINE_STATISTIC
 from monai_forget.memorisation.decoys import decoy_template, draw_decoys
 from monai_forget.memorisation.feature import UniqueFeature
@@ -150,6 +151,9 @@ class ScanModels:
             texts,
         )  # fmt: skip
         inference = config.inference
+        # Each model as its device runs it fastest (a channels-last copy on a CPU); the
+        # fingerprints above are the given models'.
+        models = [laid_out_for(m, config.device) for m in models]
         # The same texts, controls and probes on every model.
         controls = [
             _controls(m, images, features, config.random_feature, config.seed, inference,

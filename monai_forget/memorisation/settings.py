@@ -32,7 +32,9 @@ class ProbeSettings:
             (random letters).
         seed: seed of the random controls (the same controls on every model scored with
             these settings, reference models included).
-        batch_size: images per forward pass.
+        batch_size: images per forward pass (default: 32 on a CPU, where small batches
+            keep a convolution's activations in cache, 1,024 on an accelerator;
+            :mod:`monai_forget.cpu_inference`).
         device: torch device the model runs on.
         outputs: what the model returns, ``"logits"`` (a softmax is applied) or
             ``"probs"``.
@@ -44,7 +46,7 @@ class ProbeSettings:
     test: str = PAPER_TEST
     random_feature: RandomFeature = "patch"
     seed: int = 0
-    batch_size: int = 256
+    batch_size: int | None = None
     device: str | torch.device = "cpu"
     outputs: Literal["logits", "probs"] = "logits"
 
@@ -61,4 +63,7 @@ class ProbeSettings:
     @property
     def inference(self) -> dict[str, Any]:
         """The keyword arguments of :func:`monai_forget.inference.predict` they set."""
-        return {"batch_size": self.batch_size, "device": self.device, "outputs": self.outputs}
+        from monai_forget.cpu_inference import default_batch_size
+
+        batch = default_batch_size(self.device) if self.batch_size is None else self.batch_size
+        return {"batch_size": batch, "device": self.device, "outputs": self.outputs}

@@ -1,0 +1,48 @@
+"""How a scan runs a model over many images fast on a CPU without changing what it computes.
+
+A leak scan passes thousands of texts over hundreds of probes through the model. On a CPU
+two things decide its speed (``benchmarks/leak_scan_forward.py`` measures them):
+
+- the batch: a convolution's activations for 1,024 images do not fit in cache, for 32 they
+  do (the detection curve's 64-px CNN: 2-4x faster per image);
+- the memory layout: PyTorch's CPU convolutions and poolings take oneDNN's vectorised path
+  only for channels-last tensors, which a 1-channel input cannot select by itself (for
+  C = 1 both layouts are the same), so the model's weights must be channels-last.
+
+An accelerator wants large batches and keeps the model as given.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+__all__ = ["ACCELERATOR_BATCH_SIZE", "CPU_BATCH_SIZE", "default_batch_size", "laid_out_for"]
+
+#: Images per forward pass on a CPU when none is given.
+CPU_BATCH_SIZE = 32
+#: Images per forward pass on an accelerator when none is given.
+ACCELERATOR_BATCH_SIZE = 1024
+
+
+def default_batch_size(device: str | torch.device) -> int:
+    """Images per forward pass for ``device``: 32 on a CPU, 1,024 elsewhere."""
+    return CPU_BATCH_SIZE if torch.device(device).type == "cpu" else ACCELERATOR_BATCH_SIZE
+
+
+def laid_out_for(model: nn.Module, device: str | torch.device) -> nn.Module:
+    """``model`` as a CPU runs it fastest: a channels-last copy when it has 2-D convolutions
+    and ``device`` is a CPU, else ``model`` itself (TorchScript modules and models that
+    cannot be copied included). The caller's model is never changed; the copy's outputs
+    agree with the model's to float32 rounding (different summation order)."""
+    if torch.device(device).type != "cpu":
+        return model
+    if not any(isinstance(m, nn.Conv2d) for m in model.modules()):
+        return model
+    try:
+        twin = copy.deepcopy(model)
+    except (TypeError, RuntimeError, copy.Error):  # e.g. an attribute that cannot be copied
+        return model
+    return twin.to(memory_format=torch.channels_last)
