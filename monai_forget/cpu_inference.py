@@ -9,7 +9,7 @@ two things decide its speed (``benchmarks/leak_scan_forward.py`` measures them):
   only for channels-last tensors, which a 1-channel input cannot select by itself (for
   C = 1 both layouts are the same), so the model's weights must be channels-last.
 
-An accelerator wants large batches and keeps the model as given.
+An MLP on a CPU and any model on an accelerator want large batches and run as given.
 """
 
 from __future__ import annotations
@@ -19,17 +19,30 @@ import copy
 import torch
 from torch import nn
 
-__all__ = ["ACCELERATOR_BATCH_SIZE", "CPU_BATCH_SIZE", "default_batch_size", "laid_out_for"]
+__all__ = [
+    "CPU_CONV_BATCH_SIZE",
+    "LARGE_BATCH_SIZE",
+    "batch_size_for",
+    "convolutional",
+    "laid_out_for",
+]
 
-#: Images per forward pass on a CPU when none is given.
-CPU_BATCH_SIZE = 32
-#: Images per forward pass on an accelerator when none is given.
-ACCELERATOR_BATCH_SIZE = 1024
+#: Images per forward pass for a convolutional model on a CPU when none is given.
+CPU_CONV_BATCH_SIZE = 32
+#: Images per forward pass otherwise (an MLP's matrix products, an accelerator).
+LARGE_BATCH_SIZE = 1024
 
 
-def default_batch_size(device: str | torch.device) -> int:
-    """Images per forward pass for ``device``: 32 on a CPU, 1,024 elsewhere."""
-    return CPU_BATCH_SIZE if torch.device(device).type == "cpu" else ACCELERATOR_BATCH_SIZE
+def convolutional(model: nn.Module) -> bool:
+    """Whether ``model`` holds a 2-D convolution (TorchScript modules are not looked into)."""
+    return any(isinstance(m, nn.Conv2d) for m in model.modules())
+
+
+def batch_size_for(model: nn.Module, device: str | torch.device) -> int:
+    """Images per forward pass: 32 for a convolutional model on a CPU, else 1,024 (an MLP
+    on a CPU is fastest in large batches, 1.6x faster per image at 1,024 than at 32)."""
+    cpu = torch.device(device).type == "cpu"
+    return CPU_CONV_BATCH_SIZE if cpu and convolutional(model) else LARGE_BATCH_SIZE
 
 
 def laid_out_for(model: nn.Module, device: str | torch.device) -> nn.Module:
@@ -39,7 +52,7 @@ def laid_out_for(model: nn.Module, device: str | torch.device) -> nn.Module:
     agree with the model's to float32 rounding (different summation order)."""
     if torch.device(device).type != "cpu":
         return model
-    if not any(isinstance(m, nn.Conv2d) for m in model.modules()):
+    if not convolutional(model):
         return model
     try:
         twin = copy.deepcopy(model)

@@ -35,6 +35,7 @@ LAYERS: dict[str, int] = {
     "canary": 3,
     "networks": 3,
     "inference": 4,
+    "cpu_inference": 4,
     "shadow": 4,
     "acdc": 4,
     "audit": 5,

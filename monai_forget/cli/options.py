@@ -174,7 +174,8 @@ def add_run_arguments(
     batch_by_device: bool = False,
 ) -> None:
     """Add ``--seed``, ``--device`` (and ``--batch-size``) with their help and defaults;
-    ``batch_by_device``: the batch defaults to the device's (:mod:`~monai_forget.cpu_inference`)."""
+    ``batch_by_device``: the batch defaults to the model's and device's
+    (:mod:`~monai_forget.cpu_inference`)."""
     parser.add_argument("--seed", type=int, default=SEED, help=f"{seed_help} (default %(default)s)")
     parser.add_argument(
         "--device",
@@ -188,7 +189,11 @@ def add_run_arguments(
             type=interval_type(PARAMETERS["batch_size"]),
             default=None if batch_by_device else BATCH_SIZE,
             help="samples per forward pass (default "
-            + ("32 on a CPU, 1024 on an accelerator)" if batch_by_device else "%(default)s)"),
+            + (
+                "32 for a convolutional model on a CPU, else 1024)"
+                if batch_by_device
+                else "%(default)s)"
+            ),
         )
 
 

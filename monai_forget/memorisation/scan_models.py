@@ -150,7 +150,7 @@ class ScanModels:
              "seed": int(config.seed)},
             texts,
         )  # fmt: skip
-        inference = config.inference
+        inference = config.inference_for(models[0])  # references share its design
         # Each model as its device runs it fastest (a channels-last copy on a CPU); the
         # fingerprints above are the given models'.
         models = [laid_out_for(m, config.device) for m in models]

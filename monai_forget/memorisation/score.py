@@ -291,7 +291,7 @@ def probe_outputs(
     images = as_probe_images(probes)
     feature.check_fits(images.shape)
     masks = feature.random_masks(len(images), settings.seed, settings.random_feature)
-    kwargs = dict(**settings.inference, cache_dir=cache_dir, progress=progress)
+    kwargs = dict(**settings.inference_for(model), cache_dir=cache_dir, progress=progress)
     # Three batched passes over the same probe set: clean, then the model composed with
     # z_u, then with the per-probe z_r (each batch is stamped on the fly).
     probe_data = probe_set(images)
@@ -376,7 +376,8 @@ def memorisation_score(
         return score
     d = text_divergences(
         model, as_probe_images(probes), pc, texts, position=feature.position,
-        scale=feature.scale, value=feature.value, progress=progress, **settings.inference,
+        scale=feature.scale, value=feature.value, progress=progress,
+        **settings.inference_for(model),
     )  # fmt: skip
     calibrated = decoy_test(score.m, d.mean(axis=1) - score.mean_d_random, texts)
     return replace(score, calibrated=calibrated, decoy_seed=decoy_seed)

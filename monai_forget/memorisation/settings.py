@@ -32,8 +32,8 @@ class ProbeSettings:
             (random letters).
         seed: seed of the random controls (the same controls on every model scored with
             these settings, reference models included).
-        batch_size: images per forward pass (default: 32 on a CPU, where small batches
-            keep a convolution's activations in cache, 1,024 on an accelerator;
+        batch_size: images per forward pass (default: 32 for a convolutional model on a
+            CPU, where small batches keep its activations in cache, else 1,024;
             :mod:`monai_forget.cpu_inference`).
         device: torch device the model runs on.
         outputs: what the model returns, ``"logits"`` (a softmax is applied) or
@@ -60,10 +60,10 @@ class ProbeSettings:
         check_choice("random_feature", self.random_feature, get_args(RandomFeature))
         check_choice("outputs", self.outputs, OUTPUTS)
 
-    @property
-    def inference(self) -> dict[str, Any]:
-        """The keyword arguments of :func:`monai_forget.inference.predict` they set."""
-        from monai_forget.cpu_inference import default_batch_size
+    def inference_for(self, model: torch.nn.Module) -> dict[str, Any]:
+        """The keyword arguments of :func:`monai_forget.inference.predict` they set for
+        ``model`` (the batch resolved by :func:`~monai_forget.cpu_inference.batch_size_for`)."""
+        from monai_forget.cpu_inference import batch_size_for
 
-        batch = default_batch_size(self.device) if self.batch_size is None else self.batch_size
+        batch = batch_size_for(model, self.device) if self.batch_size is None else self.batch_size
         return {"batch_size": batch, "device": self.device, "outputs": self.outputs}
