@@ -353,3 +353,36 @@ def test_every_results_file_ends_with_how_it_was_run(tmp_path, monkeypatch):
     markdown.say_provenance({"command": "c", "commit": "x", "date": "d", "machine": "m"})
     markdown.write(tmp_path / "recorded.md")
     assert (tmp_path / "recorded.md").read_text() == "`c` · commit x · d · m\n"
+
+
+#: The detection-curve tables whose per-model records are committed beside them, and the
+#: cells they were rendered with (the command each results file names).
+CURVE_TABLES = {
+    "leak_scan_detection_curve_128": ["128:mlp-1:1", "128:mlp-1:10", "128:mlp-1:100"],
+    "leak_scan_detection_curve_cnn": ["64:cnn:10"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(CURVE_TABLES))
+def test_the_detection_curve_tables_render_from_their_committed_records(tmp_path, name):
+    """Issue 65, item 2: a curve computed over several sittings is kept as one record per
+    model; rendered again from them (no data, nothing trained), every line of the results
+    file but the one saying when it was rendered comes back."""
+    results = REPO / "benchmarks" / "results"
+    committed = (results / f"{name}.md").read_text().splitlines()
+    command = committed[2].split("`")[1].split()  # python benchmarks/...py --cells ...
+    assert command[:2] == ["python", "benchmarks/leak_scan_detection_curve.py"]
+    assert command[command.index("--cells") + 1 :][: len(CURVE_TABLES[name])] == CURVE_TABLES[name]
+    at = command.index("--out")
+    args = command[2:at] + command[at + 2 :]  # rendered to stdout, the results file kept
+    out = subprocess.run([sys.executable, command[1], *args], capture_output=True, text=True,
+                         check=True, cwd=REPO).stdout  # fmt: skip
+    if "---" in committed:  # the trailer the results file was written with
+        committed = committed[: committed.index("---")]
+    kept = ("Computed on", "`python")  # when it was rendered; the command, checked above
+    again = [x for x in out.splitlines() if not x.startswith(kept)]
+    assert (
+        "\n".join(again).strip()
+        == "\n".join(x for x in committed if not x.startswith(kept)).strip()
+    )
+    assert any(x.startswith("| acdc |") for x in again), "no cell rendered"
