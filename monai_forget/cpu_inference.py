@@ -4,7 +4,7 @@ A leak scan passes thousands of texts over hundreds of probes through the model.
 two things decide its speed (``benchmarks/leak_scan_forward.py`` measures them):
 
 - the batch: a convolution's activations for 1,024 images do not fit in cache, for 32 they
-  do (the detection curve's 64-px CNN: 2-4x faster per image);
+  do;
 - the memory layout: PyTorch's CPU convolutions and poolings take oneDNN's vectorised path
   only for channels-last tensors, which a 1-channel input cannot select by itself (for
   C = 1 both layouts are the same), so the model's weights must be channels-last.
@@ -39,8 +39,8 @@ def convolutional(model: nn.Module) -> bool:
 
 
 def batch_size_for(model: nn.Module, device: str | torch.device) -> int:
-    """Images per forward pass: 32 for a convolutional model on a CPU, else 1,024 (an MLP
-    on a CPU is fastest in large batches, 1.6x faster per image at 1,024 than at 32)."""
+    """Images per forward pass: 32 for a convolutional model on a CPU, else 1,024 (an
+    MLP's matrix products are fastest in large batches)."""
     cpu = torch.device(device).type == "cpu"
     return CPU_CONV_BATCH_SIZE if cpu and convolutional(model) else LARGE_BATCH_SIZE
 
