@@ -12,11 +12,14 @@ channels pooled after each convolution) learns the pathology group (5 classes) t
 the bundle's preprocessing, 30 epochs. The scan, through the same bundle: the
 product's default (class shift, name decoys, BH at 0.05 over the 50-name roster,
 sequential decoys up to 1,998 per kind) and, on the same model with the same decoy
-seed, the previous default of a fixed 1,000 decoys per kind. Control models train on
-the same files without any name.
+seed, the previous default of a fixed 1,000 decoys per kind, and the planted name checked
+alone ("one name": ``memorisation scan --name``, alpha 0.05 with no roster to correct
+over; on a control model, a roster name drawn as a planted one is). Control models train
+on the same files without any name.
 
 Detected = flagged and ranked first; 95 % Wilson intervals; "flagged when first" is the
-issue's target rate (flagged among the trainings where the name ranks first). Cost: texts
+issue's target rate (flagged among the trainings where the name ranks first; for "one
+name", the rank is the roster scan's on the same model). Cost: texts
 scored and seconds per scan, sequential over fixed.
 
 The leak demo's path is a second data set (``digits:SIZE:NET:COPIES``): scikit-learn's
@@ -27,8 +30,9 @@ stopped as the demo trains it, probes cut from pydicom's CT and MR images.
 ``--cells [DATA:]SIZE:NET:COPIES ...`` (DATA ``acdc``, the default, or ``digits``),
 ``--reps`` series models per cell, ``--controls`` control models per (data, size,
 network); ``--shard K/N`` runs every N-th job (N processes at once),
-``--cached-only`` renders from the records under ``--work``; ``--arms sequential`` skips
-the fixed-1,000 scan (its cost is measured on the MLP-1 cells).
+``--cached-only`` renders from the records under ``--work``; ``--arms`` picks the scans
+(``sequential`` alone skips the fixed-1,000 scan, whose cost is measured on the MLP-1
+cells; a cached record gains the arms it lacks, on its cached model).
 
 Usage::
 
@@ -71,7 +75,12 @@ NETWORKS = {
     "mlp-1": ("mlp-1", {}),
     "cnn": ("cnn-1", {"channels": (16, 32), "hidden": 128, "padding": 1, "pool_every": 1}),
 }
-ARMS = ("sequential", "fixed 1000")
+#: The scans of each model: the roster scan (sequential decoys; always), the same with a
+#: fixed 1,000 decoys per kind, and the planted name checked alone (``--name``; a control
+#: model checks a roster name drawn as a planted one is) at the scan's alpha.
+ARMS = ("sequential", "fixed 1000", "one name")
+#: The arms the issue's targets are checked on, as the target lines name them.
+TARGET_ARMS = {"sequential": "the roster scan", "one name": "the name checked alone"}
 
 
 def recipe(setting, net: str, size: int) -> EarlyStoppingTraining:
@@ -92,6 +101,8 @@ def trained(setting, key: str, net: str, size: int, inputs, seed: int, device: s
         model = how.build()
         model.load_state_dict(torch.load(path, weights_only=True))
         return model.eval()
+    if inputs is None:
+        raise FileNotFoundError(f"{path}: a cached record's model is missing; delete the record")
     train, val = setting.split(inputs)
     model, _ = how.train(train, val, seed=seed, device=device)
     model = model.cpu().eval()
@@ -129,11 +140,11 @@ def burned_inputs(setting, name: str, chosen: list[int], scale: int):
     return inputs, legible
 
 
-def scanned(model, probes, config: LeakScanConfig, name: str | None) -> dict:
+def scanned(model, probes, config: LeakScanConfig, name: str | None, names=ROSTER) -> dict:
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = leak_scan(model, probes, ROSTER, config)
+        res = leak_scan(model, probes, list(names), config)
     row = {r.name: r for r in res.rows}
     return {
         "rank": res.rank_of(name) if name else None,
@@ -141,7 +152,7 @@ def scanned(model, probes, config: LeakScanConfig, name: str | None) -> dict:
         "flagged": res.significant_names(),
         "undecided": [r.name for r in res.rows if r.decision == "undecided"],
         "top": res.top.name,
-        "texts": len(ROSTER) + sum(res.decoys_by_kind().values()),
+        "texts": len(names) + sum(res.decoys_by_kind().values()),
         "seconds": time.perf_counter() - start,
     }
 
@@ -155,43 +166,58 @@ def record_path(work: Path, cell: tuple, rep: int) -> tuple[str, Path]:
 
 
 def job(setting, probes, args, cell: tuple, rep: int) -> dict | None:
-    """One model and its two scans (cached as JSON under ``work/records``)."""
+    """One model and its scans, cached as JSON under ``work/records``; a cached record
+    gains the ``--arms`` it lacks, scanned on its cached model."""
     data, size, net, copies = cell
     kind, path = record_path(setting.work, cell, rep)
-    if path.is_file():
-        return json.loads(path.read_text())
+    record = json.loads(path.read_text()) if path.is_file() else None
+    if record and all(arm in record for arm in args.arms):
+        return record
     stream = [args.seed, 65, size, copies, rep] + ([7] if data != "acdc" else [])
     rng = np.random.default_rng(stream)
     seed = args.seed + 1000 * copies + rep
     decoy_seed = int(np.random.SeedSequence(stream).generate_state(1)[0])
     scale = planted_scale(setting, size)
-    record: dict = {"data": data, "size": size, "network": net, "copies": copies, "scale": scale}
-    name, inputs = None, setting.inputs
-    if copies:
-        name = str(rng.choice([n for n in ROSTER if len(n) == 4]))
-        inputs, legible = burned_inputs(setting, name, setting.carriers(copies, rng, scale), scale)
-        record.update(
-            name=name,
-            legible=all(x["legible"] for x in legible),
-            cap_height=float(np.median([x["legibility_cap_height"] for x in legible])),
-            contrast=float(np.median([x["legibility_contrast"] for x in legible])),
-        )
-    model = trained(setting, kind + f"_{rep}", net, size, inputs, seed, args.device)
+    # The planted name; a control model's one-name scan checks a name drawn the same way.
+    name = str(rng.choice([n for n in ROSTER if len(n) == 4]))
     base = dict(position=setting.position, scale=scale, value="max", decoy_seed=decoy_seed,
                 seed=rep, device=args.device)  # fmt: skip
-    record["sequential"] = scanned(model, probes, LeakScanConfig(**base), name)
-    if "fixed 1000" in args.arms:
-        record["fixed 1000"] = scanned(model, probes, LeakScanConfig(**base, decoys=1000), name)
-    train, _ = setting.split(inputs)
-    record["train_accuracy"] = accuracy(model, train)
+    if record is None:
+        record = {"data": data, "size": size, "network": net, "copies": copies, "scale": scale}
+        inputs = setting.inputs
+        if copies:
+            carriers = setting.carriers(copies, rng, scale)
+            inputs, legible = burned_inputs(setting, name, carriers, scale)
+            record.update(
+                name=name,
+                legible=all(x["legible"] for x in legible),
+                cap_height=float(np.median([x["legibility_cap_height"] for x in legible])),
+                contrast=float(np.median([x["legibility_contrast"] for x in legible])),
+            )
+        model = trained(setting, kind + f"_{rep}", net, size, inputs, seed, args.device)
+        record["sequential"] = scanned(model, probes, LeakScanConfig(**base), record.get("name"))
+        record["train_accuracy"] = accuracy(model, setting.split(inputs)[0])
+    else:
+        model = trained(setting, kind + f"_{rep}", net, size, None, seed, args.device)
+    if "fixed 1000" in args.arms and "fixed 1000" not in record:
+        config = LeakScanConfig(**base, decoys=1000)
+        record["fixed 1000"] = scanned(model, probes, config, record.get("name"))
+    if "one name" in args.arms and "one name" not in record:
+        record["one name"] = scanned(model, probes, LeakScanConfig(**base), name, names=[name])
     path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_write(path, "w") as handle:
+    with atomic_write(path, "w", overwrite=path.is_file()) as handle:  # the same scans, and more
         json.dump(record, handle)
     return record
 
 
+def ranked_first(record: dict, arm: str) -> bool:
+    """Whether the planted name ranks first on the roster (a one-name scan has no roster:
+    the rank is the roster scan's on the same model)."""
+    return record["sequential" if arm == "one name" else arm]["rank"] == 1
+
+
 def cell_rows(arm: str, series: list[dict], controls: list[dict]) -> str:
-    first = [r for r in series if r[arm]["rank"] == 1]
+    first = [r for r in series if ranked_first(r, arm)]
     flagged = [r for r in series if r["name"] in r[arm]["flagged"]]
     found = [r for r in first if r["name"] in r[arm]["flagged"]]
     undecided = sum(r["name"] in r[arm]["undecided"] for r in series)
@@ -206,10 +232,9 @@ def _mark(ok: bool) -> str:
     return "**met**" if ok else "**missed**"
 
 
-def target_lines(series: list[dict], controls: list[dict]) -> list[str]:
+def target_lines(series: list[dict], controls: list[dict], arm: str) -> list[str]:
     """The issue's targets on one cell (a 64-px model, a legible 10-image series)."""
-    arm = "sequential"
-    first = [r for r in series if r[arm]["rank"] == 1]
+    first = [r for r in series if ranked_first(r, arm)]
     found = sum(r["name"] in r[arm]["flagged"] for r in first)
     flagged = sum(r["name"] in r[arm]["flagged"] for r in series)
     alarms = sum(bool(r[arm]["flagged"]) for r in controls)
@@ -258,10 +283,11 @@ def report(args, records: dict) -> list[str]:
                 f"{cell_rows(arm, series, controls)} |")  # fmt: skip
         if (cell[1], cell[3]) == (64, 10):  # the issue's cell: the models with a legible name
             readable = [r for r in series if r["legible"]]
-            targets += [f"- {cell[0]}, 64 px, {NETWORKS[cell[2]][0].upper()}, a legible "
-                        f"10-image series "
-                        f"({len(readable)} of {len(series)} models), {line}"
-                        for line in target_lines(readable, controls)]  # fmt: skip
+            for arm in (a for a in TARGET_ARMS if all(a in r for r in series + controls)):
+                targets += [f"- {cell[0]}, 64 px, {NETWORKS[cell[2]][0].upper()}, a legible "
+                            f"10-image series ({len(readable)} of {len(series)} models), "
+                            f"{TARGET_ARMS[arm]}, {line}"
+                            for line in target_lines(readable, controls, arm)]  # fmt: skip
     targets += cost_lines(records)
     say(f"\nComputed on {args.where}; rendered on {_commit()} ({time.strftime('%Y-%m-%d')}).")
     return targets
@@ -340,7 +366,8 @@ def main() -> int:
     jobs.sort(key=lambda j: (j[1], j[0]))  # replicate-major: every cell grows together
     records: dict = {"series": {}, "controls": {}}
     settings: dict = {}
-    for cell, rep in jobs[shard::shards]:
+    # By replicate: a cell's models and its controls spread evenly over the shards.
+    for cell, rep in (j for j in jobs if j[1] % shards == shard):
         data, size = cell[:2]
         if args.cached_only:  # the records alone: no data, no training
             path = record_path(args.work, cell, rep)[1]

@@ -31,10 +31,14 @@ ALPHA = 0.05
 
 
 def _result(
-    path: str, size: int, statistic: str, decisions: tuple[str, ...] = (NO_EVIDENCE,) * 3
+    path: str,
+    size: int,
+    statistic: str,
+    decisions: tuple[str, ...] = (NO_EVIDENCE,) * 3,
+    names: tuple[str, ...] = ("ANNA", "LUCY", "MARY"),
 ) -> LeakScanResult:
-    """A BH scan of three 4-letter names with the given decisions, on ``path``."""
-    names = ("ANNA", "LUCY", "MARY")
+    """A BH scan of 4-letter names (a roster of three, or one checked alone) with the
+    given decisions, on ``path``."""
     rows = []
     for rank, (name, decision) in enumerate(zip(names, decisions, strict=True), start=1):
         flagged = decision == EVIDENCE
@@ -72,23 +76,27 @@ def _sources(rows) -> set[str]:
 
 
 @pytest.mark.parametrize(
-    ("path", "size", "statistic"),
+    ("path", "size", "statistic", "names"),
     [
-        ("model grid", 28, "m"),
-        ("model grid", 28, "class-shift"),
-        ("pipeline", 28, "class-shift"),
-        ("pipeline", 28, "m"),
-        ("pipeline", 64, "class-shift"),
-        ("pipeline", 128, "class-shift"),
-        ("model grid", 128, "m"),
+        ("model grid", 28, "m", 3),
+        ("model grid", 28, "class-shift", 3),
+        ("pipeline", 28, "class-shift", 3),
+        ("pipeline", 28, "m", 3),
+        ("pipeline", 64, "class-shift", 3),
+        ("pipeline", 64, "class-shift", 1),
+        ("pipeline", 128, "class-shift", 3),
+        ("model grid", 128, "m", 3),
     ],
 )
-def test_a_report_quotes_only_the_cells_of_its_own_path(path, size, statistic, tmp_path):
+def test_a_report_quotes_only_the_cells_of_its_own_path(path, size, statistic, names, tmp_path):
     """Every packaged false-alarm and detection row is on the page (its count and source)
-    exactly when it was measured on this scan's path, input size and statistic."""
+    exactly when it was measured on this scan's path, input size and statistic, and with
+    one name checked alone when this scan checks one (a roster's rows otherwise)."""
     from monai_forget.memorisation import write_scan_report
 
-    result = _result(path, size, statistic)
+    result = _result(
+        path, size, statistic, (NO_EVIDENCE,) * names, ("ANNA", "LUCY", "MARY")[:names]
+    )
     json_path, html_path = write_scan_report(result, tmp_path)
     record = json.loads(json_path.read_text())
 
@@ -100,6 +108,7 @@ def test_a_report_quotes_only_the_cells_of_its_own_path(path, size, statistic, t
             and row["decoy_source"] == "names"
             and not row.get("references")
             and row["correction"] == "bh"
+            and (row["names"] == 1) == (names == 1)
         )
 
     alarms = [r for r in MEASURED_FALSE_ALARMS if same(r)]
@@ -128,6 +137,8 @@ def test_a_report_quotes_only_the_cells_of_its_own_path(path, size, statistic, t
     assert ("not measured on this path" in page) is not alarms
     assert ("No detection rate was measured on this path" in page) is not detection
     assert (f"a {size}x{size} model input" in page) and record["path"].startswith("texts ")
+    # the measurements are described as the kind of scan they are (one name, or a roster)
+    assert ("checked alone" in page) == (names == 1)
 
 
 def test_a_planted_series_picks_the_cell_of_its_length():

@@ -62,15 +62,19 @@ def _same_scan(
     statistic: str = "m",
     path: str = "model grid",
     input_shape: tuple[int, int] | None = (28, 28),
+    names: int = 50,
 ) -> bool:
     """Whether a measured row is of a scan like this one: correction, alpha, decoy
     source, reference models (none, without the roster, or by patient), the statistic
-    the names were ranked by (rows without one were measured with M), and the path the
+    the names were ranked by (rows without one were measured with M), the path the
     texts took to the model (stamped on its grid, or through its preprocessing) at this
-    model input size. A row of another path or size is never quoted."""
+    model input size, and whether one name was checked alone or a roster's were ranked
+    and corrected together (``names``: the scan's count; a row's ``names``, the roster
+    it was measured with). A row of another path, size or kind of scan is never quoted."""
     size = row["input_size"]
     return (
-        row.get("statistic", "m") == statistic
+        (row["names"] == 1) == (names == 1)
+        and row.get("statistic", "m") == statistic
         and row["correction"] == correction
         and row["alpha"] == alpha
         and row["decoy_source"] == decoy_source
@@ -93,11 +97,12 @@ def _measured(
     path: str = "model grid",
     input_shape: tuple[int, int] | None = (28, 28),
     images: int | None = None,
+    names: int = 50,
 ) -> list[dict[str, Any]]:
     """The rows of ``table`` measured on scans like this one (:func:`_same_scan`); with
     ``images`` (a planted series of that many files), detection rows of that length only."""
     like = (correction, alpha, references, decoy_source, by_patient, statistic, path,
-            input_shape)  # fmt: skip
+            input_shape, names)  # fmt: skip
     rows = [r for r in table if _same_scan(r, *like)]
     return [r for r in rows if images is None or r.get("images", images) == images]
 
@@ -278,6 +283,7 @@ def _scan_kind(result: LeakScanResult, planted: int | None = None) -> dict[str, 
         "path": settings.get("path", "model grid"),
         "input_shape": settings.get("input_shape"),
         "images": planted,
+        "names": len(result.rows),
     }
 
 
