@@ -363,7 +363,7 @@ def test_every_results_file_ends_with_how_it_was_run(tmp_path, monkeypatch):
 #: cells they were rendered with (the command each results file names).
 CURVE_TABLES = {
     "leak_scan_detection_curve_128": ["128:mlp-1:1", "128:mlp-1:10", "128:mlp-1:100"],
-    "leak_scan_detection_curve_cnn": ["64:cnn:10"],
+    "leak_scan_detection_curve_cnn": ["64:cnn:10", "64:cnn:100"],
 }
 
 
