@@ -33,14 +33,16 @@ def sized_bundle(work: Path, size: int) -> Path:
         return BUNDLE
     root = work / "bundles" / f"cxr_{size}"
     config = root / "configs" / "inference.json"
-    if not config.is_file():
-        parsed = json.loads((BUNDLE / "configs" / "inference.json").read_text())
-        parsed["image_size"] = size
-        tmp = work / "bundles" / f".cxr_{size}.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(BUNDLE / "configs", tmp / "configs")
-        (tmp / "configs" / "inference.json").write_text(json.dumps(parsed, indent=4))
-        tmp.rename(root)
+    work.mkdir(parents=True, exist_ok=True)
+    with FileLock(work / ".inputs.lock"):  # shards started together write it once
+        if not config.is_file():
+            parsed = json.loads((BUNDLE / "configs" / "inference.json").read_text())
+            parsed["image_size"] = size
+            tmp = work / "bundles" / f".cxr_{size}.tmp"
+            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.copytree(BUNDLE / "configs", tmp / "configs")
+            (tmp / "configs" / "inference.json").write_text(json.dumps(parsed, indent=4))
+            tmp.rename(root)
     return root
 
 
