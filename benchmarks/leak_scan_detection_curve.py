@@ -302,7 +302,8 @@ def cost_lines(records: dict) -> list[str]:
     groups = [(k, v) for k, v in groups if v]
     if not groups:
         say("\nThe fixed-1,000 scan was not run on these models (`--arms sequential`); its "
-            "cost against sequential decoys is measured on the MLP-1 cells.")  # fmt: skip
+            "cost against sequential decoys is measured in leak_scan_detection_curve.md and "
+            "leak_scan_detection_curve_128.md.")  # fmt: skip
         return []
     say("\nCost of a scan, sequential decoys over the fixed 1,000 (the same models, rosters "
         "and decoy seeds):\n")  # fmt: skip
